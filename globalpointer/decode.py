@@ -1,0 +1,41 @@
+"""Logits -> spans.  Spans are ``(type, start, end, score)`` with token indices, end inclusive,
+and score = sigmoid(logit)."""
+from typing import List, NamedTuple, Sequence
+
+import numpy as np
+
+from .spans import Entity
+
+
+class TokenSpan(NamedTuple):
+    type: int
+    start: int
+    end: int
+    score: float
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow warning for large |x|
+
+
+def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: float = 0.0) -> List[List[TokenSpan]]:
+    """Every unmasked cell with logit > threshold, for each example of the batch (nested output).
+
+    ``logits`` ``[batch, types, L, L]``; ``mask`` broadcastable to it, False on padding, special
+    tokens and (with a tril mask) end < start.  One vectorised pass over the batch."""
+    hits = np.argwhere((logits > threshold) & mask)
+    scores = sigmoid(logits[tuple(hits.T)].astype(np.float64))
+    spans: List[List[TokenSpan]] = [[] for _ in range(logits.shape[0])]
+    for (batch_index, type_id, start, end), score in zip(hits.tolist(), scores.tolist()):
+        if end >= start:
+            spans[batch_index].append(TokenSpan(type_id, start, end, score))
+    return spans
+
+
+def select_flat(entities: Sequence[Entity]) -> List[Entity]:
+    """Greedy by score: keep the best entity, drop every entity overlapping a kept one, repeat."""
+    kept: List[Entity] = []
+    for entity in sorted(entities, key=lambda e: (-e.score, e.start, e.end)):
+        if all(entity.end <= k.start or entity.start >= k.end for k in kept):
+            kept.append(entity)
+    return sorted(kept, key=lambda e: (e.start, e.end, e.type))

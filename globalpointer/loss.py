@@ -1,0 +1,80 @@
+"""Multilabel categorical cross-entropy (Su, 2020) over span cells, dense and sparse.
+
+For each (example, type):  L = log(1 + sum_{neg} e^{s}) + log(1 + sum_{pos} e^{-s}),
+where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp.
+
+Gold spans are ``[batch, max_gold, 3]`` int64 rows ``(type, start, end)`` (token indices, end
+inclusive) padded with -1.  A gold span in a masked cell (padding, special token, end before
+start) is left out of the loss rather than turned into an infinite term; ``count_masked_gold``
+tells how many were.
+"""
+import paddle
+
+from .heads import MASKED_LOGIT
+
+
+def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
+    """log(1 + sum(exp(scores))) along the last axis: logsumexp with a zero appended."""
+    zeros = paddle.zeros(scores.shape[:-1] + [1], dtype=scores.dtype)
+    return paddle.logsumexp(paddle.concat([scores, zeros], axis=-1), axis=-1)
+
+
+def _vanish(dtype) -> paddle.Tensor:
+    return paddle.to_tensor(MASKED_LOGIT, dtype=dtype)
+
+
+def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+    """``logits`` and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
+    logits = logits.astype("float32")
+    mask = paddle.expand(mask.astype("bool"), logits.shape)
+    positive = labels.astype("bool") & mask
+    negative = ~labels.astype("bool") & mask
+    vanish = _vanish("float32")
+    neg = paddle.where(negative, logits, vanish).flatten(2)
+    pos = paddle.where(positive, -logits, vanish).flatten(2)
+    return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
+
+
+def _gold_parts(gold: paddle.Tensor, mask: paddle.Tensor, length: int):
+    """Flat cell index ``start * L + end`` and a validity flag (real and unmasked) per gold row."""
+    gold = gold.astype("int64")
+    types, starts, ends = gold[..., 0], gold[..., 1], gold[..., 2]
+    present = types >= 0
+    flat = paddle.where(present, starts * length + ends, paddle.zeros_like(starts))
+    cell_open = paddle.take_along_axis(mask[:, 0].astype("int32").flatten(1), flat, axis=1) > 0
+    return types, flat, present, present & cell_open
+
+
+def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
+    """How many gold rows fall into masked cells (and so are left out of the loss)."""
+    if gold.shape[1] == 0:
+        return 0
+    _, _, present, valid = _gold_parts(gold, mask, mask.shape[-1])
+    return int((present & ~valid).astype("int64").sum())
+
+
+def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+    """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
+    ``batch x max_gold`` instead of ``batch x types x L x L``."""
+    logits = logits.astype("float32")
+    batch, num_types, length = logits.shape[0], logits.shape[1], logits.shape[2]
+    vanish = _vanish("float32")
+    scores = paddle.where(paddle.expand(mask.astype("bool"), logits.shape), logits, vanish).flatten(2)
+    if gold.shape[1] == 0:
+        return _log1p_sum_exp(scores).mean()
+
+    types, flat, _, valid = _gold_parts(gold, mask, length)
+    type_ids = paddle.arange(num_types, dtype="int64").reshape([1, num_types, 1])
+    is_gold = (types.unsqueeze(1) == type_ids) & valid.unsqueeze(1)  # [batch, types, max_gold]
+    cell = paddle.expand(flat.unsqueeze(1), is_gold.shape)
+
+    gold_scores = paddle.take_along_axis(scores, cell, axis=2)
+    pos = paddle.where(is_gold, -gold_scores, vanish)
+
+    # Negatives: every cell but the gold ones.  Rows that are not gold for this type are sent to
+    # an extra sentinel column so they cannot overwrite a gold cell of this type.
+    sentinel = paddle.full_like(cell, length * length)
+    with_sentinel = paddle.concat([scores, paddle.full([batch, num_types, 1], MASKED_LOGIT, "float32")], axis=2)
+    neg = paddle.put_along_axis(with_sentinel, paddle.where(is_gold, cell, sentinel),
+                                paddle.full(cell.shape, MASKED_LOGIT, "float32"), axis=2)
+    return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()

@@ -1,0 +1,110 @@
+import math
+
+import numpy as np
+import paddle
+import pytest
+
+from globalpointer.heads import MASKED_LOGIT, EfficientGlobalPointer, GlobalPointer, build_head, span_mask
+from globalpointer.rope import RotaryPositionEmbedding
+
+
+def inputs(batch=2, length=8, hidden=16, seed=0):
+    paddle.seed(seed)
+    hidden_states = paddle.randn([batch, length, hidden])
+    token_mask = np.zeros((batch, length), bool)
+    token_mask[0, 1:7] = True
+    token_mask[1, 1:4] = True  # shorter example: the rest is padding
+    return hidden_states, paddle.to_tensor(token_mask)
+
+
+@pytest.mark.parametrize("head_cls", [GlobalPointer, EfficientGlobalPointer])
+@pytest.mark.parametrize("rope", [True, False])
+def test_shapes_and_masks(head_cls, rope):
+    hidden, token_mask = inputs()
+    head = head_cls(16, num_types=3, head_size=8, rope=rope)
+    logits = head(hidden, token_mask).numpy()
+    assert logits.shape == (2, 3, 8, 8) and logits.dtype == np.float32
+    tm = token_mask.numpy()
+    for b in range(2):
+        for i in range(8):
+            for j in range(8):
+                open_cell = tm[b, i] and tm[b, j] and j >= i
+                assert (logits[b, :, i, j] > MASKED_LOGIT).all() == open_cell
+
+
+def test_without_tril_mask_lower_triangle_is_scored():
+    hidden, token_mask = inputs()
+    logits = GlobalPointer(16, 2, 8, tril_mask=False)(hidden, token_mask).numpy()
+    assert (logits[0, :, 5, 2] > MASKED_LOGIT).all()
+    assert (logits[1, :, 5, 2] == MASKED_LOGIT).all()  # still padding
+
+
+def test_global_pointer_score_formula():
+    hidden, token_mask = inputs()
+    head = GlobalPointer(16, num_types=2, head_size=4)
+    logits = head(hidden, token_mask).numpy()
+    proj = (hidden.numpy() @ head.dense.weight.numpy() + head.dense.bias.numpy()).reshape(2, 8, 2, 8)
+    rope = RotaryPositionEmbedding(4)
+    b, t, i, j = 0, 1, 2, 5
+    q = rope(paddle.to_tensor(proj[b, :, t, :4])).numpy()[i]
+    k = rope(paddle.to_tensor(proj[b, :, t, 4:])).numpy()[j]
+    assert logits[b, t, i, j] == pytest.approx(float(q @ k) / 2.0, abs=1e-4)
+
+
+def test_efficient_global_pointer_score_formula():
+    hidden, token_mask = inputs()
+    head = EfficientGlobalPointer(16, num_types=3, head_size=4)
+    logits = head(hidden, token_mask).numpy()
+    proj = hidden.numpy() @ head.dense.weight.numpy() + head.dense.bias.numpy()
+    bias = (proj @ head.bias_dense.weight.numpy() + head.bias_dense.bias.numpy()) / 2
+    rope = RotaryPositionEmbedding(4)
+    b, t, i, j = 0, 2, 1, 4
+    q = rope(paddle.to_tensor(proj[b, :, 0::2])).numpy()[i]
+    k = rope(paddle.to_tensor(proj[b, :, 1::2])).numpy()[j]
+    expected = q @ k / 2.0 + bias[b, i, 2 * t + 1] + bias[b, j, 2 * t]
+    assert logits[b, t, i, j] == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_rope_makes_scores_translation_invariant():
+    """Same content at another offset gives the same span scores only with RoPE."""
+    paddle.seed(3)
+    content = paddle.randn([1, 4, 16])
+    pad = paddle.zeros([1, 3, 16])
+    early = paddle.concat([content, pad], axis=1)
+    late = paddle.concat([pad, content], axis=1)
+    mask = paddle.ones([1, 7], dtype="bool")
+    for rope, invariant in ((True, True), (False, True)):
+        head = GlobalPointer(16, 1, 8, rope=rope)
+        a = head(early, mask).numpy()[0, 0, :4, :4]
+        b = head(late, mask).numpy()[0, 0, 3:, 3:]
+        assert np.allclose(a, b, atol=1e-4) == invariant
+    # with RoPE, a span's score depends on its length; without, the q.k of two tokens does not
+    head = GlobalPointer(16, 1, 8, rope=True)
+    same = paddle.concat([content[:, :1]] * 5, axis=1)
+    scores = head(same, paddle.ones([1, 5], dtype="bool")).numpy()[0, 0]
+    assert not np.allclose(scores[0, 1], scores[0, 4], atol=1e-4)
+    assert np.allclose(scores[0, 1], scores[2, 3], atol=1e-4)
+
+
+def test_efficient_head_has_far_fewer_parameters():
+    count = lambda layer: sum(int(np.prod(p.shape)) for p in layer.parameters())
+    gp, egp = GlobalPointer(768, 10, 64), EfficientGlobalPointer(768, 10, 64)
+    assert count(egp) * 5 < count(gp)
+
+
+def test_head_is_float32_under_float16_hidden_states():
+    hidden, token_mask = inputs()
+    logits = EfficientGlobalPointer(16, 2, 8)(hidden.astype("float16"), token_mask)
+    assert logits.dtype == paddle.float32
+
+
+def test_build_head_names():
+    assert isinstance(build_head("efficient_global_pointer", 16, 2, 8, True, True), EfficientGlobalPointer)
+    with pytest.raises(ValueError, match="global_pointer"):
+        build_head("globalpointer", 16, 2, 8, True, True)
+
+
+def test_span_mask_upper_triangle():
+    mask = span_mask(paddle.to_tensor([[False, True, True, False]])).numpy()[0, 0]
+    expected = np.array([[0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]], bool)
+    assert (mask == expected).all()
