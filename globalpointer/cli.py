@@ -1,0 +1,138 @@
+"""The three commands.  train.py, evaluate.py and predict.py call these; the package does the work."""
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from .config import dump_config, load_config
+from .errors import UserError
+
+log = logging.getLogger("globalpointer")
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+
+
+def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) -> None:
+    parser.add_argument("--config", required=config_required, help="YAML run config (see configs/)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.lr=3e-5 (repeatable)")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config with every default and exit")
+
+
+def _run(main, argv: Optional[List[str]]) -> int:
+    _setup_logging()
+    try:
+        return main(argv)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as error:
+        print(f"stopped: {error}" if str(error) else "stopped", file=sys.stderr)
+        return 130
+
+
+def _train(argv):
+    parser = argparse.ArgumentParser(prog="train.py", description="Train a GlobalPointer entity extractor.")
+    _config_arguments(parser, config_required=True)
+    parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
+    args = parser.parse_args(argv)
+    config = load_config(args.config, args.set)
+    if args.print_config:
+        sys.stdout.write(dump_config(config))
+        return 0
+    from .training import train
+
+    summary = train(config, resume=args.resume)
+    print(json.dumps({k: v for k, v in summary.items() if k != "labels"}, indent=1))
+    return 0
+
+
+def _load_for_inference(args):
+    from .data.splits import text_encoder_for
+    from .inference import Extractor
+    from .model import load_checkpoint
+    from .runtime import setup_runtime
+
+    loaded = load_checkpoint(args.model, args.set)
+    setup_runtime(loaded.config.device, loaded.config.cpu_threads)
+    text_encoder = text_encoder_for(loaded.config, loaded.encoder.tokenizer)
+    extractor = Extractor(loaded.model, text_encoder, loaded.labels, loaded.config.model.decode,
+                          loaded.config.model.threshold, args.batch_size or loaded.config.train.eval_batch_size)
+    return loaded, extractor
+
+
+def _inference_arguments(parser):
+    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/quickstart/best")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
+    parser.add_argument("--batch-size", type=int, default=0, help="windows per batch (default: train.eval_batch_size)")
+
+
+def _evaluate(argv):
+    parser = argparse.ArgumentParser(prog="evaluate.py", description="Span precision / recall / F1 of a checkpoint.")
+    _inference_arguments(parser)
+    parser.add_argument("--data", help="labelled file in any supported format (default: the run's test, else dev file)")
+    parser.add_argument("--format", help="format of --data (default: the run's data.format)")
+    parser.add_argument("--output", help="write the JSON report here, and the predictions beside it as .predictions.jsonl")
+    args = parser.parse_args(argv)
+    from .data.splits import check_types, load_split
+    from .files import atomic_write_json, atomic_write_text
+    from .metrics import format_report, span_report
+    from .spans import Record
+
+    if args.format:
+        args.set.append(f"data.format={args.format}")
+    loaded, extractor = _load_for_inference(args)
+    path = args.data or loaded.config.data.test or loaded.config.data.dev
+    if not path:
+        raise UserError("no data to evaluate: pass --data FILE")
+    records = load_split(loaded.config, "data", path)
+    check_types(records, loaded.labels)
+    predicted = extractor.extract([r.text for r in records])
+    report = span_report([r.entities for r in records], predicted, loaded.labels)
+    report["data"], report["model"] = path, loaded.directory
+    print(format_report(report))
+    if args.output:
+        atomic_write_json(args.output, report)
+        stem = args.output[:-5] if args.output.endswith(".json") else args.output
+        lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
+                             "gold": r.entity_dicts()}, ensure_ascii=False) for r, p in zip(records, predicted)]
+        atomic_write_text(stem + ".predictions.jsonl", "\n".join(lines) + "\n")
+        log.info("wrote %s and %s", args.output, stem + ".predictions.jsonl")
+    return 0
+
+
+def _predict(argv):
+    parser = argparse.ArgumentParser(prog="predict.py", description="Extract entities from every line of a file.")
+    _inference_arguments(parser)
+    parser.add_argument("--input", default="-", help="text file (one text per line) or JSON lines with a text field; "
+                                                     "- for standard input")
+    parser.add_argument("--output", default="-", help="JSON lines out, one per input line; - for standard output")
+    parser.add_argument("--input-format", default="auto", choices=("auto", "text", "jsonl"),
+                        help="auto: JSON lines if the first line is a JSON object with a text field")
+    parser.add_argument("--lines-per-chunk", type=int, default=512, help="lines read and predicted at a time")
+    args = parser.parse_args(argv)
+    from .predictor import predict_file
+
+    if args.input != "-" and not os.path.isfile(args.input):
+        raise UserError(f"--input: file not found: {args.input}")
+    _, extractor = _load_for_inference(args)
+    lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
+    log.info("%d lines, %d with an error field", lines, failed)
+    return 1 if failed else 0
+
+
+def train_main(argv=None) -> int:
+    return _run(_train, argv)
+
+
+def evaluate_main(argv=None) -> int:
+    return _run(_evaluate, argv)
+
+
+def predict_main(argv=None) -> int:
+    return _run(_predict, argv)

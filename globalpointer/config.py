@@ -1,0 +1,285 @@
+"""The run configuration: typed sections with help text, YAML in and out, ``--set`` overrides.
+
+Every key has a visible default (``--print-config`` shows them all with their help), an unknown
+key is an error that names the closest valid one, and values are type-checked before any work.
+"""
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from .errors import ConfigError
+
+FORMATS = ("auto", "cluener", "cmeee", "jsonl", "chars", "conll")
+
+
+def _opt(default, help, choices=None):
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, "choices": choices})
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class DataConfig:
+    train: str = _opt("", "training file (any supported format)")
+    dev: str = _opt("", "dev file for evaluation during training; empty: no evaluation, the last model is kept")
+    test: str = _opt("", "test file evaluated once at the end with the best model; empty: none")
+    format: str = _opt("auto", "file format; auto detects it per file", FORMATS)
+    labels: List[str] = _opt([], "entity types in a fixed order; empty: every type seen in the training file, sorted")
+    limit: int = _opt(0, "read only the first N records of each file (0: all); for quick runs")
+    max_length: int = _opt(128, "tokens per window including [CLS] and [SEP]; longer texts become sliding windows")
+    window_overlap: int = _opt(32, "tokens shared by consecutive windows of a long text")
+    tokenization: str = _opt("auto", "char: one token per character (Chinese), subword: the tokenizer's own pieces, "
+                             "auto: char for a Chinese vocabulary, else subword", ("auto", "char", "subword"))
+    on_error: str = _opt("raise", "a malformed record stops the run (raise) or is skipped and counted (skip)",
+                         ("raise", "skip"))
+
+
+@dataclass
+class ModelConfig:
+    encoder: str = _opt("m3e-small", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
+                        "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
+    head: str = _opt("global_pointer", "span head", ("global_pointer", "efficient_global_pointer"))
+    head_size: int = _opt(64, "size of the per-type query and key vectors")
+    rope: bool = _opt(True, "rotary position embedding on queries and keys")
+    tril_mask: bool = _opt(True, "never score spans whose end is before their start")
+    loss: str = _opt("sparse", "sparse: labels are gold indices; dense: a types x L x L label tensor",
+                     ("sparse", "dense"))
+    decode: str = _opt("nested", "nested: every span above the threshold; flat: greedy non-overlapping by score",
+                       ("nested", "flat"))
+    threshold: float = _opt(0.0, "a span is predicted when its logit exceeds this (0 means probability 0.5)")
+    dropout: float = _opt(0.1, "dropout on the encoder output before the head")
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = _opt(3, "passes over the training data")
+    batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation")
+    eval_batch_size: int = _opt(64, "windows per batch in evaluation and prediction")
+    lr: float = _opt(5e-5, "peak learning rate of the encoder")
+    head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)")
+    warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0")
+    weight_decay: float = _opt(0.01, "AdamW weight decay (not on biases and norms)")
+    max_grad_norm: float = _opt(1.0, "clip the global gradient norm to this (0: no clipping)")
+    grad_accum_steps: int = _opt(1, "batches whose gradients are summed before one optimizer step")
+    amp: str = _opt("none", "mixed precision for the encoder on GPU (the head and loss stay float32); "
+                    "ignored with a warning on CPU", ("none", "float16", "bfloat16"))
+    seed: int = _opt(42, "seed for initialisation, dropout and data order")
+    eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)")
+    patience: int = _opt(0, "stop after this many evaluations without a better dev F1 (0: never)")
+    log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps")
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig, metadata={"help": "input files and windowing"})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "encoder, head and decoding"})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "optimisation"})
+    device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
+                       ("auto", "cpu", "gpu"))
+    cpu_threads: int = _opt(0, "math threads on CPU (0: all cores, shared between data-parallel processes)")
+    output_dir: str = _opt("runs/default", "run directory: checkpoints, resolved config, metrics")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _fields(cls) -> Dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _where(path: List[str]) -> str:
+    return ".".join(path)
+
+
+def _coerce(value: Any, annotation, path: List[str]):
+    """Check and convert one value to the field's type; YAML says `3e-5` is a string, we accept it."""
+    name = _where(path)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+    if annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}: expected a number, got {value!r}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        if value is None:
+            return ""
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    if annotation == List[str]:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
+    raise AssertionError(f"unsupported config type {annotation} for {name}")
+
+
+def _build(cls, values: Dict[str, Any], path: List[str]):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{_where(path) or 'config'}: expected a mapping of keys, got {values!r}")
+    known = _fields(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {_where(path + [close[0]])!r}?" if close else \
+                f"; valid keys here: {', '.join(known)}"
+            raise ConfigError(f"unknown config key {_where(path + [str(key)])!r}{hint}")
+        f = known[key]
+        if dataclasses.is_dataclass(f.type):
+            kwargs[key] = _build(f.type, value, path + [key])
+        else:
+            kwargs[key] = _coerce(value, f.type, path + [key])
+            choices = f.metadata.get("choices")
+            if choices and kwargs[key] not in choices:
+                raise ConfigError(f"{_where(path + [key])}: {kwargs[key]!r} is not one of {', '.join(choices)}")
+    return cls(**kwargs)
+
+
+def to_dict(config) -> Dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _parse_override(item: str):
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.lr=3e-5")
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def _set_nested(tree: Dict[str, Any], keys: List[str], value):
+    node = tree
+    for depth, key in enumerate(keys[:-1]):
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {'.'.join(keys)}: {'.'.join(keys[:depth + 1])} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def read_yaml(path: str) -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            tree = yaml.safe_load(handle)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+            problem = getattr(error, "problem", None) or str(error)
+            raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top, got {type(tree).__name__}")
+    return tree
+
+
+def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = None,
+                base: Optional[Dict[str, Any]] = None) -> RunConfig:
+    """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides."""
+    tree: Dict[str, Any] = {}
+    for layer in (base or {}, read_yaml(path) if path else {}):
+        for section, values in layer.items():
+            if isinstance(values, dict) and isinstance(tree.get(section), dict):
+                tree[section] = {**tree[section], **values}
+            else:
+                tree[section] = values
+    for item in overrides or []:
+        keys, value = _parse_override(item)
+        _set_nested(tree, keys, value)
+    where = f" (in {path})" if path else ""
+    try:
+        config = _build(RunConfig, tree, [])
+    except ConfigError as error:
+        raise ConfigError(f"{error}{where}") from None
+    validate(config)
+    return config
+
+
+def validate(config: RunConfig) -> None:
+    positive = {"data.max_length": config.data.max_length, "model.head_size": config.model.head_size,
+                "train.epochs": config.train.epochs, "train.batch_size": config.train.batch_size,
+                "train.eval_batch_size": config.train.eval_batch_size,
+                "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every}
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key} must be greater than 0, got {value}")
+    non_negative = {"data.limit": config.data.limit, "data.window_overlap": config.data.window_overlap,
+                    "train.lr": config.train.lr, "train.head_lr": config.train.head_lr,
+                    "train.weight_decay": config.train.weight_decay, "train.max_grad_norm": config.train.max_grad_norm,
+                    "train.eval_every": config.train.eval_every, "train.patience": config.train.patience,
+                    "cpu_threads": config.cpu_threads}
+    for key, value in non_negative.items():
+        if value < 0:
+            raise ConfigError(f"{key} must not be negative, got {value}")
+    if config.data.max_length < 3:
+        raise ConfigError(f"data.max_length must leave room for text besides [CLS] and [SEP], got {config.data.max_length}")
+    if config.data.window_overlap >= config.data.max_length - 2:
+        raise ConfigError(f"data.window_overlap ({config.data.window_overlap}) must be smaller than "
+                          f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
+    if config.model.head_size % 2:
+        raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
+    if not 0 <= config.train.warmup_ratio < 1:
+        raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {config.train.warmup_ratio}")
+    if not 0 <= config.model.dropout < 1:
+        raise ConfigError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
+    if len(set(config.data.labels)) != len(config.data.labels):
+        raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
+
+
+def require_files(config: RunConfig, keys: List[str]) -> None:
+    """Fail before any work when a data file named in the config is missing."""
+    for key in keys:
+        path = getattr(config.data, key)
+        if not path:
+            raise ConfigError(f"data.{key} is empty: name a file in the config or with --set data.{key}=PATH")
+        if not os.path.isfile(path):
+            raise ConfigError(f"data.{key}: file not found: {path}")
+    for key in ("dev", "test"):
+        path = getattr(config.data, key)
+        if path and key not in keys and not os.path.isfile(path):
+            raise ConfigError(f"data.{key}: file not found: {path}")
+
+
+def dump_config(config: RunConfig) -> str:
+    """YAML of every key, each with its help as a comment (what --print-config shows)."""
+    lines: List[str] = []
+
+    def scalar(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
+
+    def emit(obj, indent: str):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            help_text = f.metadata.get("help", "")
+            choices = f.metadata.get("choices")
+            if choices:
+                help_text += f" [{'|'.join(choices)}]"
+            if dataclasses.is_dataclass(value):
+                lines.append(f"{indent}{f.name}:  # {help_text}")
+                emit(value, indent + "  ")
+            else:
+                lines.append(f"{indent}{f.name}: {scalar(value)}  # {help_text}")
+
+    emit(config, "")
+    return "\n".join(lines) + "\n"

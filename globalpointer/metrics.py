@@ -1,0 +1,48 @@
+"""Exact-match span precision / recall / F1, counted over the whole dataset."""
+from collections import Counter
+from typing import Dict, List, Sequence
+
+from .spans import Entity
+
+
+def _prf(tp: int, n_pred: int, n_gold: int) -> Dict[str, float]:
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def span_report(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]],
+                labels: Sequence[str] = ()) -> dict:
+    """Micro scores over all spans, macro F1 over types, and a per-type table.  A prediction is
+    correct only if start, end and type all equal a gold span's."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold texts but {len(predicted)} predicted")
+    tp, n_pred, n_gold = Counter(), Counter(), Counter()
+    for gold_entities, predicted_entities in zip(gold, predicted):
+        gold_keys = {e.key for e in gold_entities}
+        predicted_keys = {e.key for e in predicted_entities}
+        for key in gold_keys:
+            n_gold[key[2]] += 1
+        for key in predicted_keys:
+            n_pred[key[2]] += 1
+            tp[key[2]] += key in gold_keys
+    types = list(labels) + sorted((set(n_gold) | set(n_pred)) - set(labels))
+    per_type = {t: {**_prf(tp[t], n_pred[t], n_gold[t]), "support": n_gold[t], "predicted": n_pred[t],
+                    "correct": tp[t]} for t in types}
+    micro = {**_prf(sum(tp.values()), sum(n_pred.values()), sum(n_gold.values())),
+             "support": sum(n_gold.values()), "predicted": sum(n_pred.values()), "correct": sum(tp.values())}
+    macro_f1 = sum(row["f1"] for row in per_type.values()) / len(per_type) if per_type else 0.0
+    return {"micro": micro, "macro_f1": macro_f1, "per_type": per_type, "texts": len(gold)}
+
+
+def format_report(report: dict) -> str:
+    lines = [f"{'type':<16}{'precision':>10}{'recall':>10}{'f1':>10}{'support':>9}{'predicted':>11}"]
+    rows: List = list(report["per_type"].items()) + [("micro", report["micro"])]
+    for name, row in rows:
+        if name == "micro":
+            lines.append("-" * len(lines[0]))
+        lines.append(f"{name:<16}{row['precision'] * 100:>10.2f}{row['recall'] * 100:>10.2f}{row['f1'] * 100:>10.2f}"
+                     f"{row['support']:>9}{row['predicted']:>11}")
+    lines.append(f"{'macro f1':<16}{'':>20}{report['macro_f1'] * 100:>10.2f}")
+    return "\n".join(lines)

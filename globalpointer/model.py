@@ -1,0 +1,113 @@
+"""Encoder + span head, and the self-contained checkpoint directory.
+
+A checkpoint holds ``model_state.pdparams`` (encoder and head), ``config.yaml`` (the resolved run
+config), ``labels.json`` and the encoder's architecture and tokenizer files, so that evaluation and
+prediction need nothing but the directory.
+"""
+import json
+import os
+import shutil
+from typing import List, NamedTuple
+
+import paddle
+from paddle import nn
+
+from .config import RunConfig, dump_config, load_config
+from .encoders import Encoder, encoder_from_checkpoint, save_encoder_files
+from .errors import CheckpointError
+from .heads import build_head
+
+WEIGHTS = "model_state.pdparams"
+CHECKPOINT_FILES = (WEIGHTS, "config.yaml", "labels.json", "config.json", "vocab.txt")
+
+
+class SpanModel(nn.Layer):
+    def __init__(self, encoder: nn.Layer, hidden_size: int, num_types: int, head: str = "global_pointer",
+                 head_size: int = 64, rope: bool = True, tril_mask: bool = True, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.head = build_head(head, hidden_size, num_types, head_size, rope, tril_mask)
+
+    def forward(self, input_ids, attention_mask, token_mask):
+        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        return self.head(self.dropout(hidden), token_mask)
+
+
+def build_model(config: RunConfig, encoder: Encoder, num_types: int) -> SpanModel:
+    m = config.model
+    return SpanModel(encoder.model, encoder.hidden_size, num_types, m.head, m.head_size, m.rope, m.tril_mask, m.dropout)
+
+
+def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, labels: List[str],
+                     extra_state: dict = None, extra_json: dict = None) -> None:
+    """Write into ``directory + '.partial'`` and swap it in, so a kill leaves the old checkpoint whole."""
+    partial, previous = directory + ".partial", directory + ".previous"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    paddle.save(model.state_dict(), os.path.join(partial, WEIGHTS))
+    with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
+        out.write(dump_config(config))
+    with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
+        json.dump(labels, out, ensure_ascii=False, indent=1)
+    save_encoder_files(encoder, partial)
+    for name, state in (extra_state or {}).items():
+        paddle.save(state, os.path.join(partial, name))
+    for name, obj in (extra_json or {}).items():
+        with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
+            json.dump(obj, out, indent=1)
+    if os.path.isdir(directory):
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(directory, previous)
+    os.replace(partial, directory)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def resolve_checkpoint(directory: str) -> str:
+    """The directory itself, or the copy left by a kill between the two renames of a save."""
+    if os.path.isdir(directory):
+        return directory
+    if os.path.isdir(directory + ".previous"):
+        return directory + ".previous"
+    raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
+
+
+class LoadedModel(NamedTuple):
+    model: SpanModel
+    encoder: Encoder
+    config: RunConfig
+    labels: List[str]
+    directory: str
+
+
+def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
+    directory = resolve_checkpoint(directory)
+    missing = [name for name in CHECKPOINT_FILES if not os.path.isfile(os.path.join(directory, name))]
+    if missing:
+        raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
+    config = load_config(os.path.join(directory, "config.yaml"), overrides)
+    try:
+        with open(os.path.join(directory, "labels.json"), encoding="utf-8") as handle:
+            labels = json.load(handle)
+        assert isinstance(labels, list) and all(isinstance(x, str) for x in labels)
+    except (ValueError, AssertionError):
+        raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
+    try:
+        encoder_model, tokenizer = encoder_from_checkpoint(directory)
+    except Exception as error:  # PaddleNLP raises many kinds for unreadable config/vocab files
+        raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json/vocab.txt ({error})") from None
+    encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
+    model = build_model(config, encoder, len(labels))
+    try:
+        state = paddle.load(os.path.join(directory, WEIGHTS))
+    except Exception as error:  # a truncated or foreign file fails inside pickle or paddle
+        raise CheckpointError(f"{directory}/{WEIGHTS} is corrupted or unreadable ({type(error).__name__}); "
+                              f"use another checkpoint or train again") from None
+    expected = {name: list(value.shape) for name, value in model.state_dict().items()}
+    if not isinstance(state, dict) or {name: list(value.shape) for name, value in state.items()} != expected:
+        raise CheckpointError(f"{directory}/{WEIGHTS} does not match its config.yaml and labels.json "
+                              f"(different head, encoder or number of types)")
+    model.set_state_dict(state)
+    model.eval()
+    return LoadedModel(model, encoder, config, labels, directory)

@@ -1,0 +1,293 @@
+"""The training loop: AdamW with warmup and linear decay, clipping, accumulation, AMP on GPU,
+dev evaluation, best and last checkpoints, early stopping, resume, data parallel."""
+import csv
+import dataclasses
+import json
+import logging
+import math
+import os
+import signal
+import time
+from typing import List, Optional
+
+import paddle
+from tqdm import tqdm
+
+from .config import RunConfig, dump_config, require_files
+from .data.batching import collate, length_grouped_batches
+from .data.splits import check_types, infer_labels, load_split, text_encoder_for
+from .encoders import load_encoder
+from .errors import CheckpointError
+from .files import atomic_write_json, atomic_write_text
+from .heads import span_mask
+from .inference import Extractor, model_inputs
+from .loss import count_masked_gold, dense_span_loss, sparse_span_loss
+from .metrics import format_report, span_report
+from .model import build_model, resolve_checkpoint, write_checkpoint
+from .runtime import Runtime, seed_everything, setup_runtime
+
+log = logging.getLogger(__name__)
+
+TRAINER_STATE = "trainer_state.json"
+OPTIMIZER_STATE = "optimizer.pdopt"
+METRICS_COLUMNS = ["step", "epoch", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
+
+
+@dataclasses.dataclass
+class Progress:
+    """Where training stands; saved with the last checkpoint so --resume continues exactly."""
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of `epoch` already consumed
+    global_step: int = 0  # optimizer steps taken
+    best_f1: float = -1.0
+    best_step: int = 0
+    evals_since_best: int = 0
+    masked_gold: int = 0
+    seconds: float = 0.0
+
+
+def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
+    """The autocast dtype, or None.  AMP is a GPU feature; on CPU it is switched off with a warning."""
+    if requested == "none":
+        return None
+    if not on_gpu:
+        log.warning("train.amp=%s is ignored on CPU; training in float32", requested)
+        return None
+    return requested
+
+
+def step_seed(seed: int, global_step: int) -> int:
+    """Dropout masks depend only on (seed, step), so a resumed run repeats an uninterrupted one."""
+    return (seed * 1_000_003 + global_step) % (2 ** 31)
+
+
+def build_optimizer(model, config: RunConfig, total_steps: int):
+    from paddlenlp.transformers import LinearDecayWithWarmup
+
+    train = config.train
+    scheduler = LinearDecayWithWarmup(train.lr, max(total_steps, 1), train.warmup_ratio)
+    head_params = list(model.head.parameters())
+    head_ids = {id(p) for p in head_params}
+    other_params = [p for p in model.parameters() if id(p) not in head_ids]
+    no_decay = {p.name for n, p in model.named_parameters() if "bias" in n or "norm" in n}
+    groups = [{"params": other_params},
+              {"params": head_params, "learning_rate": train.head_lr / train.lr if train.lr else 1.0}]
+    clip = paddle.nn.ClipGradByGlobalNorm(train.max_grad_norm) if train.max_grad_norm > 0 else None
+    optimizer = paddle.optimizer.AdamW(learning_rate=scheduler, parameters=groups, weight_decay=train.weight_decay,
+                                       apply_decay_param_fun=lambda name: name not in no_decay, grad_clip=clip)
+    return optimizer, scheduler
+
+
+class StopRequest:
+    """First Ctrl-C: finish the current step, save, exit.  Second: stop at once."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = None
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread
+            self.previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("interrupt: saving a checkpoint after this step (Ctrl-C again to quit at once)")
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _append_metrics(path: str, row: dict) -> None:
+    new = not os.path.exists(path)
+    with open(path, "a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=METRICS_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: row[k] for k in METRICS_COLUMNS})
+
+
+def train(config: RunConfig, resume: bool = False) -> dict:
+    """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary."""
+    require_files(config, ["train"])
+    runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
+    seed_everything(config.train.seed)
+    run_dir = config.output_dir
+    last_dir, best_dir = os.path.join(run_dir, "last"), os.path.join(run_dir, "best")
+
+    train_records = load_split(config, "train")
+    labels = infer_labels(config, train_records)
+    dev_records = load_split(config, "dev") if config.data.dev else []
+    test_records = load_split(config, "test") if config.data.test else []
+    check_types(dev_records, labels)
+    check_types(test_records, labels)
+
+    encoder = load_encoder(config.model.encoder)
+    text_encoder = text_encoder_for(config, encoder.tokenizer)
+    # The checkpoint records what "auto" became and the labels, so a checkpoint is unambiguous.
+    config.data.tokenization = text_encoder.mode
+    config.data.labels = labels
+    windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
+
+    model = build_model(config, encoder, len(labels))
+    trained = paddle.DataParallel(model) if runtime.world_size > 1 else model
+    per_epoch = len(length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,
+                                           config.train.seed, runtime.rank, runtime.world_size))
+    steps_per_epoch = math.ceil(per_epoch / config.train.grad_accum_steps)
+    total_steps = steps_per_epoch * config.train.epochs
+    optimizer, scheduler = build_optimizer(model, config, total_steps)
+    dtype = amp_dtype(config.train.amp, runtime.on_gpu)
+    scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if dtype == "float16" else None
+
+    progress = Progress()
+    if resume:
+        progress = _restore(resolve_checkpoint(last_dir), model, optimizer)
+        log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
+    elif runtime.is_main and os.path.isdir(last_dir):
+        log.warning("%s already holds a run; it will be overwritten (use --resume to continue it)", run_dir)
+    if runtime.is_main:
+        os.makedirs(run_dir, exist_ok=True)
+        atomic_write_text(os.path.join(run_dir, "config.yaml"), dump_config(config))
+
+    extractor = Extractor(model, text_encoder, labels, config.model.decode, config.model.threshold,
+                          config.train.eval_batch_size)
+    loss_fn = dense_span_loss if config.model.loss == "dense" else sparse_span_loss
+    dense = config.model.loss == "dense"
+
+    def save_last():
+        if runtime.is_main:
+            write_checkpoint(last_dir, model, encoder, config, labels,
+                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
+                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
+
+    def evaluate_and_save(train_loss: float, windows_per_second: float) -> None:
+        if dev_records:
+            report = span_report([r.entities for r in dev_records], extractor.extract([r.text for r in dev_records]),
+                                 labels)
+            f1 = report["micro"]["f1"]
+        else:
+            report, f1 = None, 0.0
+        improved = f1 > progress.best_f1
+        if improved:
+            progress.best_f1, progress.best_step, progress.evals_since_best = f1, progress.global_step, 0
+        else:
+            progress.evals_since_best += 1
+        if runtime.is_main:
+            micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+            _append_metrics(os.path.join(run_dir, "metrics.csv"), {
+                "step": progress.global_step, "epoch": progress.epoch + 1, "train_loss": round(train_loss, 6),
+                **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
+                "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second, 2)})
+            if improved:
+                write_checkpoint(best_dir, model, encoder, config, labels)
+                if report:
+                    atomic_write_json(os.path.join(run_dir, "dev_report.json"), report)
+            if report:
+                tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
+                           f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
+        save_last()
+
+    model.train()
+    bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",
+               disable=not runtime.is_main, dynamic_ncols=True)
+    running_loss, running_batches, window_count = 0.0, 0, 0
+    started = time.time() - progress.seconds
+    stopped_early = interrupted = False
+    with StopRequest() as stop:
+        while progress.epoch < config.train.epochs and not (stopped_early or interrupted):
+            batches = length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,
+                                             config.train.seed + progress.epoch, runtime.rank, runtime.world_size)
+            accumulated = 0
+            for index in range(progress.batch_in_epoch, len(batches)):
+                batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id, len(labels), dense)
+                paddle.seed(step_seed(config.train.seed, progress.global_step * config.train.grad_accum_steps + accumulated))
+                inputs = model_inputs(batch)
+                with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
+                    logits = trained(**inputs)
+                mask = span_mask(inputs["token_mask"], config.model.tril_mask)
+                target = paddle.to_tensor(batch["labels"] if dense else batch["gold"])
+                loss = loss_fn(logits, target, mask) / config.train.grad_accum_steps
+                (scaler.scale(loss) if scaler else loss).backward()
+                progress.masked_gold += count_masked_gold(paddle.to_tensor(batch["gold"]), mask)
+                running_loss += float(loss) * config.train.grad_accum_steps
+                running_batches += 1
+                window_count += len(batches[index])
+                accumulated += 1
+                if accumulated < config.train.grad_accum_steps and index < len(batches) - 1:
+                    continue
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                optimizer.clear_grad()
+                scheduler.step()
+                accumulated = 0
+                progress.global_step += 1
+                progress.batch_in_epoch = index + 1
+                progress.seconds = time.time() - started
+                bar.update(1)
+                if progress.global_step % config.train.log_every == 0:
+                    bar.set_postfix(loss=f"{running_loss / max(running_batches, 1):.4f}", epoch=progress.epoch + 1,
+                                    win_s=f"{window_count / max(progress.seconds, 1e-9):.1f}")
+                if config.train.eval_every and progress.global_step % config.train.eval_every == 0:
+                    evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
+                    running_loss, running_batches = 0.0, 0
+                    stopped_early = 0 < config.train.patience <= progress.evals_since_best
+                if stop.requested or stopped_early:
+                    interrupted = stop.requested
+                    break
+            else:
+                progress.epoch += 1
+                progress.batch_in_epoch = 0
+                if not config.train.eval_every:
+                    evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
+                    running_loss, running_batches = 0.0, 0
+                    stopped_early = 0 < config.train.patience <= progress.evals_since_best
+    bar.close()
+    if interrupted:
+        save_last()
+        raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {last_dir}, continue with --resume")
+    if stopped_early and runtime.is_main:
+        log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
+    if config.train.eval_every and progress.global_step % config.train.eval_every and not stopped_early:
+        evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
+
+    summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
+               "steps": progress.global_step, "epochs_completed": progress.epoch, "seconds": round(progress.seconds, 1),
+               "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
+               "gold_spans_in_masked_cells": progress.masked_gold, "labels": labels, "world_size": runtime.world_size}
+    if test_records:
+        _load_weights(best_dir, model)
+        report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)
+        summary["test"] = report["micro"]
+        if runtime.is_main:
+            atomic_write_json(os.path.join(run_dir, "test_report.json"), report)
+            tqdm.write("test (best checkpoint):\n" + format_report(report))
+    if runtime.is_main:
+        atomic_write_json(os.path.join(run_dir, "summary.json"), summary)
+    return summary
+
+
+def _load_weights(directory: str, model) -> None:
+    from .model import WEIGHTS
+
+    model.set_state_dict(paddle.load(os.path.join(resolve_checkpoint(directory), WEIGHTS)))
+
+
+def _restore(directory: str, model, optimizer) -> Progress:
+    try:
+        with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
+            progress = Progress(**json.load(handle))
+        optimizer_state = paddle.load(os.path.join(directory, OPTIMIZER_STATE))
+    except (OSError, ValueError, TypeError) as error:
+        raise CheckpointError(f"{directory}: cannot resume, the trainer or optimizer state is missing or "
+                              f"corrupted ({error}); start without --resume") from None
+    _load_weights(directory, model)
+    optimizer.set_state_dict(optimizer_state)
+    return progress

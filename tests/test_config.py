@@ -1,0 +1,76 @@
+import pytest
+import yaml
+
+from globalpointer.config import RunConfig, dump_config, load_config, require_files
+from globalpointer.errors import ConfigError
+
+
+def write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_defaults_are_all_visible_and_round_trip():
+    text = dump_config(RunConfig())
+    tree = yaml.safe_load(text)
+    assert tree["model"]["encoder"] == "m3e-small" and tree["train"]["lr"] == 5e-5
+    assert "# peak learning rate of the encoder" in text
+    assert load_config(base=tree) == RunConfig()
+
+
+def test_yaml_then_overrides(tmp_path):
+    path = write(tmp_path, "model:\n  head: efficient_global_pointer\ntrain:\n  lr: 3e-5\n")
+    config = load_config(path, ["train.epochs=7", "model.rope=false", "data.labels=[a, b]", "train.lr=2e-5"])
+    assert config.model.head == "efficient_global_pointer"
+    assert config.train.epochs == 7 and config.model.rope is False and config.data.labels == ["a", "b"]
+    assert config.train.lr == pytest.approx(2e-5)
+    assert load_config(path).train.lr == pytest.approx(3e-5)  # YAML reads 3e-5 as a string; accepted as a number
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.lrr=1", "did you mean 'train.lr'"),
+    ("modle.head=x", "did you mean 'model'"),
+    ("train.epochs=two", "train.epochs: expected a whole number"),
+    ("model.rope=maybe", "model.rope: expected true or false"),
+    ("model.head=crf", "model.head: 'crf' is not one of"),
+    ("train.batch_size=0", "train.batch_size must be greater than 0"),
+    ("data.max_length=-5", "data.max_length must be greater than 0"),
+    ("data.window_overlap=200", "window_overlap"),
+    ("model.head_size=63", "even"),
+    ("train", "expected KEY=VALUE"),
+])
+def test_errors_name_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=[override])
+
+
+def test_yaml_syntax_error_has_line_number(tmp_path):
+    path = write(tmp_path, "data:\n  train: a.json\n model: [\n")
+    with pytest.raises(ConfigError, match=r"run.yaml:3"):
+        load_config(path)
+
+
+def test_unknown_key_in_file_names_file(tmp_path):
+    path = write(tmp_path, "train:\n  epoch: 3\n")
+    with pytest.raises(ConfigError, match=r"'train.epoch'; did you mean 'train.epochs'\?.*run.yaml"):
+        load_config(path)
+
+
+def test_missing_files_are_reported_before_work(tmp_path):
+    config = load_config(overrides=[f"data.train={tmp_path}/nope.json"])
+    with pytest.raises(ConfigError, match="data.train: file not found"):
+        require_files(config, ["train"])
+    with pytest.raises(ConfigError, match="data.train is empty"):
+        require_files(load_config(), ["train"])
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(str(tmp_path / "missing.yaml"))
+
+
+def test_every_shipped_config_loads():
+    import glob
+
+    paths = glob.glob("configs/*.yaml")
+    assert paths
+    for path in paths:
+        load_config(path)

@@ -1,0 +1,110 @@
+import os
+
+import pytest
+
+from globalpointer.data.batching import collate, length_grouped_batches
+from globalpointer.data.features import AlignmentReport, TextEncoder, window_entities
+from globalpointer.decode import TokenSpan
+from globalpointer.encoders import bert_tokenizer, build_tiny
+from globalpointer.spans import Entity, Record
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tiny().tokenizer
+
+
+def test_char_tokens_round_trip_offsets(tokenizer):
+    text = "我在 New York 用ｉＰｈｏｎｅ😀，Ａ股 ok"
+    tokens = TextEncoder(tokenizer, "char", 64, 8).tokenize(text)
+    assert [text[s:e] for s, e in tokens.offsets] == [c for c in text if not c.isspace()]
+    vocab = tokenizer.vocab.token_to_idx
+    ids = dict(zip([text[s:e] for s, e in tokens.offsets], tokens.ids))
+    assert ids["我"] == vocab["我"] and ids["N"] == vocab["n"]  # lower-cased
+    assert ids["Ａ"] != vocab["[UNK]"]  # full-width letters are found (as such or normalised)
+    assert ids["😀"] == vocab["[UNK]"]
+
+
+def test_subword_offsets_point_into_the_original_text(tokenizer):
+    text = "Peter  Blackburn visited 中国 😀 today"
+    tokens = TextEncoder(tokenizer, "subword", 64, 8).tokenize(text)
+    pieces = [text[s:e] for s, e in tokens.offsets]
+    assert "中" in pieces and "国" in pieces and "😀" in pieces
+    assert all(p and not p[0].isspace() and not p[-1].isspace() for p in pieces)
+    assert all(a[1] <= b[0] for a, b in zip(tokens.offsets, tokens.offsets[1:]))
+
+
+def test_gold_alignment_reports_spans_inside_a_token(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "visit", "blackburn", "and", "leeds"]))
+    encoder = TextEncoder(bert_tokenizer(str(vocab)), "subword", 64, 8)
+    record = Record("visit Blackburn and Leeds", [Entity(6, 11, "X"), Entity(20, 25, "Y")], "f:1")
+    tokens = encoder.tokenize(record.text)
+    assert tokens.offsets == [(0, 5), (6, 15), (16, 19), (20, 25)]
+    report = AlignmentReport()
+    spans = encoder.align(record, tokens, {"X": 0, "Y": 1}, report)
+    assert report.total == 2 and report.unaligned == ["f:1 X 'Black'"]  # ends inside "Blackburn"
+    assert spans == [(1, 3, 3)]
+
+
+def test_windows_cover_long_text_and_own_each_token_once(tokenizer):
+    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)  # 10 tokens, step 6
+    text = "一二三四五六七八九十" * 5  # 50 characters
+    tokens = encoder.tokenize(text)
+    windows = encoder.windows(0, tokens)
+    assert all(len(w.input_ids) <= 12 for w in windows)
+    owners = []
+    for w in windows:
+        a, b = w.owned
+        owners += [w.token_start + i for i in range(a, b)]
+        assert 0 <= a <= b <= len(w.offsets)
+    assert owners == list(range(50))  # every token owned by exactly one window, in order
+    assert windows[-1].token_start + len(windows[-1].offsets) == 50
+
+
+def test_window_spans_map_back_to_original_characters(tokenizer):
+    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)
+    text = "甲 乙丙丁戊己庚辛壬癸子丑寅卯辰巳午未申酉戌亥"
+    tokens = encoder.tokenize(text)
+    entity = Entity(text.index("寅"), text.index("辰") + 1, "X")
+    report = AlignmentReport()
+    spans = encoder.align(Record(text, [entity]), tokens, {"X": 0}, report)
+    windows = encoder.windows(0, tokens, spans)
+    found = set()
+    for w in windows:
+        decoded = [TokenSpan(t, s, e, 0.9) for t, s, e in w.gold]  # a perfect model
+        found.update(e.key for e in window_entities(w, decoded, ["X"]))
+    assert found == {entity.key} and text[entity.start:entity.end] == "寅卯辰"
+
+
+def test_spans_that_fit_no_window_are_counted(tokenizer):
+    encoder = TextEncoder(tokenizer, "char", max_length=8, window_overlap=2)  # 6 tokens per window
+    text = "一二三四五六七八九十"
+    records = [Record(text, [Entity(0, 7, "X"), Entity(1, 3, "X")], "f:1")]
+    windows, report = encoder.training_windows(records, {"X": 0})
+    assert report.total == 2 and len(report.unwindowed) == 1 and "一二三四五六七" in report.unwindowed[0]
+    assert {g for w in windows for g in w.gold}  # the short one is learned
+
+
+def test_collate_pads_and_masks(tokenizer):
+    encoder = TextEncoder(tokenizer, "char", 16, 4)
+    records = [Record("北京欢迎你", [Entity(0, 2, "LOC")]), Record("好", [])]
+    windows, _ = encoder.training_windows(records, {"LOC": 0, "PER": 1})
+    batch = collate(windows, encoder.pad_id, num_types=2, dense_labels=True)
+    assert batch["input_ids"].shape == (2, 7)
+    assert batch["token_mask"].tolist() == [[False] + [True] * 5 + [False], [False, True, False] + [False] * 4]
+    assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0, 0, 0]
+    assert batch["gold"].tolist() == [[[0, 1, 2]], [[-1, -1, -1]]]
+    assert batch["labels"][0, 0, 1, 2] == 1 and batch["labels"].sum() == 1
+
+
+def test_length_grouped_batches():
+    lengths = [5, 50, 6, 49, 7, 48, 8, 47]
+    batches = length_grouped_batches(lengths, 2, shuffle=False)
+    assert batches == [[0, 2], [4, 6], [7, 5], [3, 1]]
+    shuffled = length_grouped_batches(lengths, 2, shuffle=True, seed=1)
+    assert sorted(i for b in shuffled for i in b) == list(range(8))
+    assert all(abs(lengths[b[0]] - lengths[b[-1]]) <= 3 for b in shuffled)  # similar lengths together
+    assert shuffled == length_grouped_batches(lengths, 2, shuffle=True, seed=1)
+    ranks = [length_grouped_batches(lengths[:6], 2, True, 3, rank=r, world_size=2) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 2  # 3 batches padded to 4, two per process

@@ -1,0 +1,130 @@
+import json
+
+import pytest
+
+from globalpointer.data.readers import detect_format, read_records, read_text, write_jsonl_records
+from globalpointer.data.tags import tags_to_spans
+from globalpointer.errors import DataError
+from globalpointer.spans import Entity
+
+
+def write(tmp_path, name, text, encoding="utf-8"):
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding) if isinstance(text, str) else text)
+    return str(path)
+
+
+def spans(record):
+    return [(record.text[e.start:e.end], e.type) for e in record.entities]
+
+
+def test_cluener_inclusive_ends(tmp_path):
+    line = {"text": "浙商银行企业信贷部叶老桂博士", "label": {"name": {"叶老桂": [[9, 11]]}, "company": {"浙商银行": [[0, 3]]}}}
+    path = write(tmp_path, "c.json", json.dumps(line, ensure_ascii=False) + "\n")
+    [record] = read_records(path)
+    assert detect_format(path, read_text(path)) == "cluener"
+    assert spans(record) == [("浙商银行", "company"), ("叶老桂", "name")]
+
+
+def test_cmeee_array_with_nested_entities(tmp_path):
+    data = [{"text": "研究证实，肺内病变程度", "entities": [
+        {"start_idx": 5, "end_idx": 5, "type": "bod", "entity": "肺"},
+        {"start_idx": 5, "end_idx": 8, "type": "sym", "entity": "肺内病变"}]},
+        {"text": "无实体。", "entities": []}]
+    dumped = json.dumps(data, ensure_ascii=False, indent=2)
+    path = write(tmp_path, "m.json", dumped)
+    records = read_records(path)
+    second_object_line = dumped.splitlines().index("  {", 2) + 1
+    assert detect_format(path, read_text(path)) == "cmeee"
+    assert spans(records[0]) == [("肺", "bod"), ("肺内病变", "sym")]
+    assert records[1].entities == [] and records[1].source.endswith(f":{second_object_line}")
+
+
+def test_canonical_jsonl_with_spaces_emoji_fullwidth_and_english(tmp_path):
+    text = "我在 New York 用ｉＰｈｏｎｅ😀买了 Apple 股票"
+    start = text.index("New York")
+    entities = [{"start": start, "end": start + 8, "type": "LOC"},
+                {"start": text.index("ｉＰｈｏｎｅ"), "end": text.index("ｉＰｈｏｎｅ") + 6, "type": "PRODUCT"},
+                {"start": text.index("Apple"), "end": text.index("Apple") + 5, "type": "ORG", "text": "Apple"}]
+    path = write(tmp_path, "j.jsonl", json.dumps({"text": text, "entities": entities}, ensure_ascii=False) + "\n")
+    [record] = read_records(path)
+    assert detect_format(path, read_text(path)) == "jsonl"
+    assert spans(record) == [("New York", "LOC"), ("ｉＰｈｏｎｅ", "PRODUCT"), ("Apple", "ORG")]
+    out = tmp_path / "round.jsonl"
+    write_jsonl_records([record], str(out))
+    assert read_records(str(out)) == [record._replace(source=f"{out}:1")]
+
+
+def test_chars_format_bio_with_tabs(tmp_path):
+    path = write(tmp_path, "msra.txt", "中\tB-LOC\n国\tI-LOC\n人\tO\n\n王\tB-PER\n五\tI-PER\n")
+    records = read_records(path)
+    assert detect_format(path, read_text(path)) == "chars"
+    assert [r.text for r in records] == ["中国人", "王五"]
+    assert spans(records[0]) == [("中国", "LOC")] and spans(records[1]) == [("王五", "PER")]
+
+
+def test_chars_format_bioes_and_bmes(tmp_path):
+    path = write(tmp_path, "bmes.txt", "北 B-LOC\n京 E-LOC\n的 O\n张 S-PER\n小 B-PER\n明 M-PER\n同 E-PER\n")
+    [record] = read_records(path, "chars")
+    assert spans(record) == [("北京", "LOC"), ("张", "PER"), ("小明同", "PER")]
+
+
+def test_conll_rebuilds_text_with_spaces(tmp_path):
+    text = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n\n" \
+           "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n"
+    path = write(tmp_path, "conll.txt", text)
+    records = read_records(path)
+    assert detect_format(path, read_text(path)) == "conll"
+    assert records[0].text == "EU rejects German"
+    assert spans(records[0]) == [("EU", "ORG"), ("German", "MISC")]
+    assert spans(records[1]) == [("Peter Blackburn", "PER")]
+
+
+def test_tag_continuing_nothing_is_an_error_with_line():
+    with pytest.raises(DataError, match=r"f:2: tag I-PER continues an entity but there is no open entity"):
+        tags_to_spans(["O", "I-PER"], ["f:1", "f:2"])
+    with pytest.raises(DataError, match="open LOC entity"):
+        tags_to_spans(["B-LOC", "I-PER"], ["f:1", "f:2"])
+    with pytest.raises(DataError, match="f:1: tag 'X-PER'"):
+        tags_to_spans(["X-PER"], ["f:1"])
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"text": "abc", "entities": [{"start": 1, "end": 9, "type": "X"}]}', r"outside the text of length 3"),
+    ('{"text": "abc", "entities": [{"start": 2, "end": 1, "type": "X"}]}', r"ends before it starts"),
+    ('{"text": "abc", "entities": [{"start": 0, "end": 2, "type": "X", "text": "bc"}]}', r"says 'bc' but the text"),
+    ('{"text": "", "entities": []}', r"the text is empty"),
+    ('{"text": "   ", "entities": []}', r"only whitespace"),
+    ('{"text": "abc", "entities": [', r"malformed JSON"),
+    ('{"entities": []}', r'needs a "text" field'),
+])
+def test_bad_records_name_file_and_line(tmp_path, line, message):
+    path = write(tmp_path, "bad.jsonl", '{"text": "ok", "entities": []}\n' + line + "\n")
+    with pytest.raises(DataError, match=rf"bad.jsonl:2: .*{message}|bad.jsonl:2:.*{message}"):
+        read_records(path, "jsonl")
+    kept = read_records(path, "jsonl", on_error="skip")
+    assert [r.text for r in kept] == ["ok"]
+
+
+def test_file_level_errors(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        read_records(str(tmp_path / "missing.json"))
+    with pytest.raises(DataError, match="the file is empty"):
+        read_records(write(tmp_path, "empty.json", "\n\n"))
+    bad = write(tmp_path, "latin1.jsonl", '{"text": "ok"}\n{"text": "caf\xe9"}\n', encoding="latin-1")
+    with pytest.raises(DataError, match=r"latin1.jsonl:2: bytes that are not UTF-8 at byte offset 28"):
+        read_records(bad)
+
+
+def test_limit_reads_first_records(tmp_path):
+    path = write(tmp_path, "many.jsonl", "".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(10)))
+    assert [r.text for r in read_records(path, limit=3)] == ["t0", "t1", "t2"]
+
+
+def test_real_dataset_counts(shared_data):
+    """Entity counts of the shared files match their published statistics."""
+    assert sum(len(r.entities) for r in read_records(f"{shared_data}/cmeee/CMeEE_dev.json")) == 20300
+    assert sum(len(r.entities) for r in read_records(f"{shared_data}/msra/msra_test_bio.txt")) == 2886 + 1331 + 1973
+    assert sum(len(r.entities) for r in read_records(f"{shared_data}/conll2003/valid.txt")) == 5942
+    first = read_records(f"{shared_data}/cluener/train.json", limit=1)[0]
+    assert first.entities[:2] == [Entity(0, 4, "company"), Entity(9, 12, "name")]
