@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.pdopt"
-METRICS_COLUMNS = ["step", "epoch", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
+METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
 
 
 @dataclasses.dataclass
@@ -180,7 +180,8 @@ def train(config: RunConfig, resume: bool = False) -> dict:
         if runtime.is_main:
             micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
             _append_metrics(os.path.join(run_dir, "metrics.csv"), {
-                "step": progress.global_step, "epoch": progress.epoch + 1, "train_loss": round(train_loss, 6),
+                "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
+                "train_loss": round(train_loss, 6),
                 **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
                 "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second, 2)})
             if improved:

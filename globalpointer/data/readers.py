@@ -12,6 +12,7 @@ import os
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from ..errors import DataError
+from ..files import atomic_write_text
 from ..spans import Entity, Record
 from .tags import tags_to_spans
 
@@ -250,6 +251,5 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
 
 def write_jsonl_records(records: List[Record], path: str) -> None:
     """The canonical format, for converting any supported file (``text[start:end]`` == entity)."""
-    with open(path, "w", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps({"text": record.text, "entities": record.entity_dicts()}, ensure_ascii=False) + "\n")
+    atomic_write_text(path, "".join(json.dumps({"text": r.text, "entities": r.entity_dicts()}, ensure_ascii=False) + "\n"
+                                    for r in records))

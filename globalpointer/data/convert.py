@@ -1,0 +1,38 @@
+"""Convert any supported file to the canonical JSON lines, optionally a slice of its records.
+
+    python -m globalpointer.data.convert INPUT OUTPUT [--format auto] [--skip N] [--take N]
+
+e.g. the deterministic CMeEE split used in docs/RESULTS.md:
+    python -m globalpointer.data.convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_train.jsonl --take 4000
+    python -m globalpointer.data.convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_test.jsonl --skip 4000
+"""
+import argparse
+import os
+import sys
+
+from ..errors import UserError
+from .readers import read_records, write_jsonl_records
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m globalpointer.data.convert", description=__doc__.split("\n")[0])
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("--format", default="auto", help="input format (default: detected)")
+    parser.add_argument("--skip", type=int, default=0, help="leave out the first N records")
+    parser.add_argument("--take", type=int, default=0, help="keep at most N records after --skip (0: all)")
+    args = parser.parse_args(argv)
+    try:
+        records = read_records(args.input, args.format)[args.skip:]
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    records = records[:args.take] if args.take else records
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    write_jsonl_records(records, args.output)
+    print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""train.py -> evaluate.py -> predict.py on a tiny encoder and a small learnable task, on CPU."""
+import json
+import os
+
+import pytest
+
+from globalpointer.cli import evaluate_main, predict_main, train_main
+from synthetic import tiny_config
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("e2e")
+    config = tiny_config(tmp_path)
+    assert train_main(["--config", config]) == 0
+    return tmp_path
+
+
+def test_training_learns_nested_entities(trained):
+    summary = json.load(open(trained / "run" / "summary.json"))
+    assert summary["best_dev_f1"] > 0.9, summary
+    assert summary["gold_spans_lost_in_alignment"] == 0 and summary["gold_spans_in_masked_cells"] == 0
+    run = trained / "run"
+    for name in ("config.yaml", "metrics.csv", "dev_report.json", "best/model_state.pdparams", "last/optimizer.pdopt",
+                 "last/trainer_state.json", "best/vocab.txt", "best/labels.json"):
+        assert (run / name).exists(), name
+    rows = open(run / "metrics.csv").read().splitlines()
+    assert rows[0].startswith("step,epochs_done,train_loss") and len(rows) == 7  # header + one row per epoch
+    assert [row.split(",")[1] for row in rows[1:]] == ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"]
+
+
+def test_evaluate_reproduces_dev_f1_and_writes_report(trained, capsys):
+    output = trained / "eval.json"
+    assert evaluate_main(["--model", str(trained / "run" / "best"), "--data", str(trained / "dev.jsonl"),
+                          "--output", str(output)]) == 0
+    report = json.load(open(output))
+    summary = json.load(open(trained / "run" / "summary.json"))
+    assert report["micro"]["f1"] == pytest.approx(summary["best_dev_f1"], abs=1e-9)
+    assert "micro" in capsys.readouterr().out
+    predictions = [json.loads(line) for line in open(trained / "eval.predictions.jsonl")]
+    assert len(predictions) == 60
+    nested = [p for p in predictions if any(e["text"] == "北京大学" for e in p["entities"])]
+    assert nested and all(any(e["text"] == "北京" and e["type"] == "LOC" for e in p["entities"]) for p in nested)
+
+
+def test_predict_long_lines_and_errors(trained):
+    long_line = "的一是在不了有" * 20 + "张三" + "的一是在" * 10 + "上海"  # far beyond max_length 24
+    source = trained / "raw.txt"
+    source.write_bytes(("北京大学的张三\n\n" + long_line + "\n").encode() + b"\xff\xfe\n" + "  李四 \n".encode())
+    output = trained / "pred.jsonl"
+    code = predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output", str(output)])
+    assert code == 1  # one line could not be read
+    out = [json.loads(line) for line in open(output)]
+    assert len(out) == 5 and not os.path.exists(str(output) + ".partial")
+    assert {(e["text"], e["type"]) for e in out[0]["entities"]} >= {("北京大学", "ORG"), ("北京", "LOC"), ("张三", "PER")}
+    assert out[1] == {"text": "", "entities": []}
+    found = {(e["start"], e["text"]) for e in out[2]["entities"]}
+    assert (len(long_line) - 2, "上海") in found and (140, "张三") in found
+    assert "error" in out[3]
+    assert out[4]["entities"][0]["start"] == 2 and out[4]["text"] == "  李四 "
+    for line in out:
+        for e in line.get("entities", []):
+            assert line["text"][e["start"]:e["end"]] == e["text"] and 0.5 < e["score"] <= 1.0
+
+
+def test_flat_decoding_removes_nested(trained, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("北京大学的张三\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output", str(output),
+                         "--set", "model.decode=flat"]) == 0
+    entities = json.loads(open(output).read())["entities"]
+    spans = sorted((e["start"], e["end"]) for e in entities)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])) and len(spans) >= 2
+
+
+def test_print_config_and_config_errors(tmp_path, capsys):
+    config = tiny_config(tmp_path)
+    assert train_main(["--config", config, "--print-config", "--set", "train.lr=3e-5"]) == 0
+    printed = capsys.readouterr().out
+    assert "lr: 3.0e-05" in printed and "encoder: tiny" in printed
+    assert train_main(["--config", config, "--set", "train.epoch=3"]) == 2
+    assert "did you mean 'train.epochs'" in capsys.readouterr().err
+    assert train_main(["--config", config, "--set", "data.train=/nope.json"]) == 2
+    assert "data.train: file not found: /nope.json" in capsys.readouterr().err
+
+
+def test_checkpoint_errors_are_clear(tmp_path, capsys):
+    assert predict_main(["--model", str(tmp_path / "none"), "--input", "-"]) == 2
+    assert "checkpoint directory not found" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.yaml").write_text("model:\n  encoder: tiny\n")
+    assert evaluate_main(["--model", str(broken), "--data", "x"]) == 2
+    assert "missing model_state.pdparams" in capsys.readouterr().err

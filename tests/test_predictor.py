@@ -1,0 +1,58 @@
+import io
+import json
+
+from globalpointer.predictor import parse_line, predict_stream, sniff_format
+from globalpointer.spans import Entity
+
+
+class FakeExtractor:
+    """Finds every occurrence of the word 'Paris' (the stream logic is what is under test)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def extract(self, texts):
+        self.calls.append(len(texts))
+        out = []
+        for text in texts:
+            found, start = [], text.find("Paris")
+            while start >= 0:
+                found.append(Entity(start, start + 5, "LOC", 0.875))
+                start = text.find("Paris", start + 1)
+            out.append(found)
+        return out
+
+
+def run(data: bytes, fmt="auto", chunk=2):
+    sink = io.StringIO()
+    lines, failed = predict_stream(FakeExtractor(), io.BytesIO(data), sink, fmt, chunk)
+    return [json.loads(line) for line in sink.getvalue().splitlines()], lines, failed
+
+
+def test_one_output_line_per_input_line_in_order():
+    data = "Paris 巴黎 Paris\n\n  \nno entity\r\nlast Paris".encode()
+    out, lines, failed = run(data, "text")
+    assert lines == 5 and failed == 0 and len(out) == 5
+    assert [o["text"] for o in out] == ["Paris 巴黎 Paris", "", "  ", "no entity", "last Paris"]
+    first = out[0]["entities"]
+    assert [(e["start"], e["end"], e["text"], e["score"]) for e in first] == [(0, 5, "Paris", 0.875), (9, 14, "Paris", 0.875)]
+    for o in out:
+        for e in o["entities"]:
+            assert o["text"][e["start"]:e["end"]] == e["text"]
+    assert out[1]["entities"] == [] and out[2]["entities"] == []
+
+
+def test_bad_lines_get_an_error_field_and_the_run_goes_on():
+    data = b'{"text": "Paris", "id": 7}\n{"text": 3}\n{broken\n\xff\xfe bad bytes\n{"text": "ok Paris"}\n'
+    out, lines, failed = run(data)
+    assert lines == 5 and failed == 3 and len(out) == 5
+    assert out[0] == {"text": "Paris", "id": 7, "entities": [{"start": 0, "end": 5, "type": "LOC", "text": "Paris", "score": 0.875}]}
+    assert "text" in out[1]["error"] and "malformed JSON" in out[2]["error"] and "UTF-8" in out[3]["error"]
+    assert out[4]["entities"][0]["start"] == 3
+
+
+def test_format_sniffing():
+    assert sniff_format(b'{"text": "a"}\n') == "jsonl"
+    assert sniff_format(b'{"a": 1}\n') == "text"
+    assert sniff_format("巴黎 {".encode()) == "text"
+    assert parse_line(b"a\tb\r\n", "text").text == "a\tb"
