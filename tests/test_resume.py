@@ -1,0 +1,82 @@
+"""Same seed, same result; a run killed with SIGKILL and resumed ends where an uninterrupted one does."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from synthetic import tiny_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def train(config, *extra):
+    return subprocess.Popen([sys.executable, "train.py", "--config", config, *extra], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def config_in(directory, **settings):
+    directory.mkdir()
+    return tiny_config(directory, output_dir=str(directory / "run"), **settings)
+
+
+def wait_for_step(state_file, step, timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if json.load(open(state_file))["global_step"] >= step:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint at step {step} within {timeout} s")
+
+
+def metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.csv")) as handle:
+        return [{k: row[k] for k in ("step", "train_loss", "f1")} for row in csv.DictReader(handle)]
+
+
+def test_same_seed_same_run_and_resume_after_sigkill(tmp_path):
+    settings = dict(train__epochs=3, train__eval_every=5, train__seed=11)
+    first, second, killed = (config_in(tmp_path / name, **settings) for name in "abc")
+
+    for config in (first, second):
+        process = train(config)
+        output = process.communicate(timeout=600)[0]
+        assert process.returncode == 0, output[-3000:]
+    reference = metrics(tmp_path / "a" / "run")
+    assert reference == metrics(tmp_path / "b" / "run")  # bit for bit: losses and F1 at every evaluation
+    assert len(reference) >= 6
+
+    # Kill mid-run, after at least two checkpoints, then resume.
+    process = train(killed)
+    state = tmp_path / "c" / "run" / "last" / "trainer_state.json"
+    wait_for_step(state, 10)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    stopped_at = json.load(open(state))["global_step"]
+    assert 10 <= stopped_at < int(reference[-1]["step"])
+    process = train(killed, "--resume")
+    output = process.communicate(timeout=600)[0]
+    assert process.returncode == 0, output[-3000:]
+    resumed = metrics(tmp_path / "c" / "run")
+    # rows written after the last checkpoint and before the kill are repeated by the resumed run
+    by_step = {row["step"]: row for row in resumed}
+    assert [by_step[row["step"]] for row in reference] == reference
+    summaries = [json.load(open(tmp_path / name / "run" / "summary.json")) for name in ("a", "c")]
+    assert summaries[0]["best_dev_f1"] == summaries[1]["best_dev_f1"]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits(tmp_path):
+    config = config_in(tmp_path / "run", train__epochs=50, train__eval_every=5)
+    process = train(config)
+    state = tmp_path / "run" / "run" / "last" / "trainer_state.json"
+    wait_for_step(state, 5)
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=300)[0]
+    assert process.returncode == 130, output[-2000:]
+    step = json.load(open(state))["global_step"]
+    assert f"interrupted at step {step}" in output and "--resume" in output
