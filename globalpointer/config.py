@@ -42,15 +42,16 @@ class DataConfig:
 class ModelConfig:
     encoder: str = _opt("m3e-small", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
                         "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
-    head: str = _opt("global_pointer", "span head", ("global_pointer", "efficient_global_pointer"))
-    head_size: int = _opt(64, "size of the per-type query and key vectors")
+    head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
+                     ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger"))
+    head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)")
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
-    loss: str = _opt("sparse", "sparse: labels are gold indices; dense: a types x L x L label tensor",
+    loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
                      ("sparse", "dense"))
     decode: str = _opt("nested", "nested: every span above the threshold; flat: greedy non-overlapping by score",
                        ("nested", "flat"))
-    threshold: float = _opt(0.0, "a span is predicted when its logit exceeds this (0 means probability 0.5)")
+    threshold: float = _opt(0.0, "span heads: a span is predicted when its logit exceeds this (0: probability 0.5)")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head")
 
 

@@ -2,44 +2,31 @@
 
 Both heads return float32 logits of shape ``[batch, num_types, seq_len, seq_len]`` in which cells
 that can never be a span (padding, special tokens, end before start) hold ``MASKED_LOGIT``.
+Every head also owns its training loss and its decoding, so the loop and the predictor need not know
+which head they drive (see ``taggers.py`` for the token-classification baselines).
 """
 import math
+
+from typing import List, Tuple
 
 import paddle
 from paddle import nn
 
+from .decode import TokenSpan, decode_spans
+from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
+from .masks import mask_logits, span_mask
 from .rope import RotaryPositionEmbedding
 
-# A masked cell must lose every comparison and vanish under exp(), in float16 and bfloat16 too:
-# -1e4 does both (exp underflows to 0, and it is far inside float16's +-65504), whereas the
-# usual `logits - mask * 1e12` overflows float16 to -inf and turns the loss into NaN.
-MASKED_LOGIT = -1e4
-
-HEADS = ("global_pointer", "efficient_global_pointer")
-
-
-def span_mask(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
-    """``[batch, 1, L, L]`` bool: True where both ends are text tokens (and start <= end if
-    ``tril_mask``).  ``token_mask`` is ``[batch, L]`` bool, False on padding and special tokens."""
-    token_mask = token_mask.astype("bool")
-    mask = token_mask.unsqueeze([1, 3]) & token_mask.unsqueeze([1, 2])
-    if tril_mask:
-        length = token_mask.shape[1]
-        ones = paddle.ones([length, length], dtype="int32")
-        mask = mask & paddle.triu(ones).astype("bool")
-    return mask
-
-
-def mask_logits(logits: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
-    return paddle.where(mask, logits, paddle.full_like(logits, MASKED_LOGIT))
+HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger")
 
 
 class _SpanHead(nn.Layer):
-    def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool):
+    def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool, loss: str = "sparse"):
         super().__init__()
         self.num_types = num_types
         self.head_size = head_size
         self.tril_mask = tril_mask
+        self.loss_kind = loss
         self.rope = RotaryPositionEmbedding(head_size) if rope else None
 
     def rotate(self, x: paddle.Tensor) -> paddle.Tensor:
@@ -54,13 +41,25 @@ class _SpanHead(nn.Layer):
     def score(self, hidden: paddle.Tensor) -> paddle.Tensor:
         raise NotImplementedError
 
+    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, token_mask: paddle.Tensor) -> Tuple[paddle.Tensor, int]:
+        """The loss and how many gold rows fell into masked cells (left out of it)."""
+        mask = span_mask(token_mask, self.tril_mask)
+        if self.loss_kind == "dense":
+            value = dense_span_loss(logits, gold_to_dense(gold, self.num_types, logits.shape[-1]), mask)
+        else:
+            value = sparse_span_loss(logits, gold, mask)
+        return value, count_masked_gold(gold, mask)
+
+    def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: float) -> List[List[TokenSpan]]:
+        return decode_spans(logits.numpy(), span_mask(token_mask, self.tril_mask).numpy(), threshold)
+
 
 class GlobalPointer(_SpanHead):
     """Per-type query/key projections: s_a(i, j) = q_{a,i} . k_{a,j} / sqrt(head_size)."""
 
     def __init__(self, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
-                 tril_mask: bool = True):
-        super().__init__(num_types, head_size, rope, tril_mask)
+                 tril_mask: bool = True, loss: str = "sparse"):
+        super().__init__(num_types, head_size, rope, tril_mask, loss)
         self.dense = nn.Linear(hidden_size, num_types * 2 * head_size)
 
     def score(self, hidden):
@@ -76,8 +75,8 @@ class EfficientGlobalPointer(_SpanHead):
     s_a(i, j) = q_i . k_j / sqrt(head_size) + start_a(i) + end_a(j)."""
 
     def __init__(self, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
-                 tril_mask: bool = True):
-        super().__init__(num_types, head_size, rope, tril_mask)
+                 tril_mask: bool = True, loss: str = "sparse"):
+        super().__init__(num_types, head_size, rope, tril_mask, loss)
         self.dense = nn.Linear(hidden_size, 2 * head_size)
         self.bias_dense = nn.Linear(2 * head_size, 2 * num_types)
 
@@ -93,9 +92,14 @@ class EfficientGlobalPointer(_SpanHead):
         return shared.unsqueeze(1) + start_bias + end_bias
 
 
-def build_head(name: str, hidden_size: int, num_types: int, head_size: int, rope: bool,
-               tril_mask: bool) -> _SpanHead:
-    classes = {"global_pointer": GlobalPointer, "efficient_global_pointer": EfficientGlobalPointer}
-    if name not in classes:
-        raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
-    return classes[name](hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask)
+def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
+               tril_mask: bool = True, loss: str = "sparse") -> nn.Layer:
+    from .taggers import TokenTagger
+
+    if name == "global_pointer":
+        return GlobalPointer(hidden_size, num_types, head_size, rope, tril_mask, loss)
+    if name == "efficient_global_pointer":
+        return EfficientGlobalPointer(hidden_size, num_types, head_size, rope, tril_mask, loss)
+    if name in ("softmax_tagger", "crf_tagger"):
+        return TokenTagger(hidden_size, num_types, crf=name == "crf_tagger")
+    raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")

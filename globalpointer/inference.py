@@ -6,8 +6,7 @@ import paddle
 
 from .data.batching import collate, length_grouped_batches
 from .data.features import TextEncoder, Window, window_entities
-from .decode import decode_spans, select_flat
-from .heads import span_mask
+from .decode import select_flat
 from .model import SpanModel
 from .spans import Entity
 
@@ -40,9 +39,8 @@ class Extractor:
         for indices in length_grouped_batches(lengths, self.batch_size, shuffle=False):
             batch = collate([windows[i] for i in indices], self.text_encoder.pad_id)
             inputs = model_inputs(batch)
-            logits = self.model(**inputs).numpy()
-            mask = span_mask(inputs["token_mask"], self.model.head.tril_mask).numpy()
-            for i, spans in zip(indices, decode_spans(logits, mask, self.threshold)):
+            outputs = self.model(**inputs)
+            for i, spans in zip(indices, self.model.head.decode(outputs, inputs["token_mask"], self.threshold)):
                 entities[windows[i].record_index].extend(window_entities(windows[i], spans, self.labels))
         if was_training:
             self.model.train()

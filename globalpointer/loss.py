@@ -10,7 +10,7 @@ tells how many were.
 """
 import paddle
 
-from .heads import MASKED_LOGIT
+from .masks import MASKED_LOGIT
 
 
 def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
@@ -78,3 +78,18 @@ def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Te
     neg = paddle.put_along_axis(with_sentinel, paddle.where(is_gold, cell, sentinel),
                                 paddle.full(cell.shape, MASKED_LOGIT, "float32"), axis=2)
     return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
+
+
+def gold_to_dense(gold: paddle.Tensor, num_types: int, length: int) -> paddle.Tensor:
+    """``[batch, types, L, L]`` 0/1 labels from gold rows (for the dense loss)."""
+    gold = gold.astype("int64")
+    batch = gold.shape[0]
+    labels = paddle.zeros([batch * num_types * length * length], dtype="float32")
+    if gold.shape[1]:
+        rows = paddle.arange(batch, dtype="int64").unsqueeze(1).expand(gold.shape[:2])
+        present = gold[..., 0] >= 0
+        flat = ((rows * num_types + gold[..., 0]) * length + gold[..., 1]) * length + gold[..., 2]
+        flat = paddle.masked_select(flat, present)
+        if flat.shape[0]:
+            labels = paddle.scatter(labels, flat, paddle.ones([flat.shape[0]], dtype="float32"))
+    return labels.reshape([batch, num_types, length, length])

@@ -19,9 +19,13 @@ def span_report(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[E
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold texts but {len(predicted)} predicted")
     tp, n_pred, n_gold = Counter(), Counter(), Counter()
+    overlapping = overlapping_found = 0
     for gold_entities, predicted_entities in zip(gold, predicted):
         gold_keys = {e.key for e in gold_entities}
         predicted_keys = {e.key for e in predicted_entities}
+        for key in overlapping_spans(gold_keys):
+            overlapping += 1
+            overlapping_found += key in predicted_keys
         for key in gold_keys:
             n_gold[key[2]] += 1
         for key in predicted_keys:
@@ -33,7 +37,22 @@ def span_report(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[E
     micro = {**_prf(sum(tp.values()), sum(n_pred.values()), sum(n_gold.values())),
              "support": sum(n_gold.values()), "predicted": sum(n_pred.values()), "correct": sum(tp.values())}
     macro_f1 = sum(row["f1"] for row in per_type.values()) / len(per_type) if per_type else 0.0
-    return {"micro": micro, "macro_f1": macro_f1, "per_type": per_type, "texts": len(gold)}
+    return {"micro": micro, "macro_f1": macro_f1, "per_type": per_type, "texts": len(gold),
+            "overlapping_gold": {"spans": overlapping, "found": overlapping_found,
+                                 "recall": overlapping_found / overlapping if overlapping else 0.0}}
+
+
+def overlapping_spans(keys) -> list:
+    """Gold spans sharing a character with another gold span of the same text (nested or crossing):
+    the ones a BIO tagger cannot represent together."""
+    ordered = sorted(keys)
+    found = set()
+    for i, (start, end, _) in enumerate(ordered):
+        for other in ordered[i + 1:]:
+            if other[0] >= end:
+                break
+            found.update({ordered[i], other})
+    return sorted(found)
 
 
 def format_report(report: dict) -> str:
@@ -45,4 +64,7 @@ def format_report(report: dict) -> str:
         lines.append(f"{name:<16}{row['precision'] * 100:>10.2f}{row['recall'] * 100:>10.2f}{row['f1'] * 100:>10.2f}"
                      f"{row['support']:>9}{row['predicted']:>11}")
     lines.append(f"{'macro f1':<16}{'':>20}{report['macro_f1'] * 100:>10.2f}")
+    nested = report["overlapping_gold"]
+    if nested["spans"]:
+        lines.append(f"overlapping gold spans: {nested['spans']}, found {nested['found']} ({nested['recall'] * 100:.2f}%)")
     return "\n".join(lines)

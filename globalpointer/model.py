@@ -1,4 +1,4 @@
-"""Encoder + span head, and the self-contained checkpoint directory.
+"""Encoder + head, and the self-contained checkpoint directory.
 
 A checkpoint holds ``model_state.pdparams`` (encoder and head), ``config.yaml`` (the resolved run
 config), ``labels.json`` and the encoder's architecture and tokenizer files, so that evaluation and
@@ -23,11 +23,12 @@ CHECKPOINT_FILES = (WEIGHTS, "config.yaml", "labels.json", "config.json", "vocab
 
 class SpanModel(nn.Layer):
     def __init__(self, encoder: nn.Layer, hidden_size: int, num_types: int, head: str = "global_pointer",
-                 head_size: int = 64, rope: bool = True, tril_mask: bool = True, dropout: float = 0.1):
+                 head_size: int = 64, rope: bool = True, tril_mask: bool = True, dropout: float = 0.1,
+                 loss: str = "sparse"):
         super().__init__()
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
-        self.head = build_head(head, hidden_size, num_types, head_size, rope, tril_mask)
+        self.head = build_head(head, hidden_size, num_types, head_size, rope, tril_mask, loss)
 
     def forward(self, input_ids, attention_mask, token_mask):
         output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
@@ -37,7 +38,8 @@ class SpanModel(nn.Layer):
 
 def build_model(config: RunConfig, encoder: Encoder, num_types: int) -> SpanModel:
     m = config.model
-    return SpanModel(encoder.model, encoder.hidden_size, num_types, m.head, m.head_size, m.rope, m.tril_mask, m.dropout)
+    return SpanModel(encoder.model, encoder.hidden_size, num_types, m.head, m.head_size, m.rope, m.tril_mask, m.dropout,
+                     m.loss)
 
 
 def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, labels: List[str],

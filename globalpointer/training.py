@@ -19,9 +19,7 @@ from .data.splits import check_types, infer_labels, load_split, text_encoder_for
 from .encoders import load_encoder
 from .errors import CheckpointError
 from .files import atomic_write_json, atomic_write_text
-from .heads import span_mask
 from .inference import Extractor, model_inputs
-from .loss import count_masked_gold, dense_span_loss, sparse_span_loss
 from .metrics import format_report, span_report
 from .model import build_model, resolve_checkpoint, write_checkpoint
 from .runtime import Runtime, seed_everything, setup_runtime
@@ -42,7 +40,7 @@ class Progress:
     best_f1: float = -1.0
     best_step: int = 0
     evals_since_best: int = 0
-    masked_gold: int = 0
+    dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
     seconds: float = 0.0
 
 
@@ -156,8 +154,6 @@ def train(config: RunConfig, resume: bool = False) -> dict:
 
     extractor = Extractor(model, text_encoder, labels, config.model.decode, config.model.threshold,
                           config.train.eval_batch_size)
-    loss_fn = dense_span_loss if config.model.loss == "dense" else sparse_span_loss
-    dense = config.model.loss == "dense"
 
     def save_last():
         if runtime.is_main:
@@ -205,16 +201,15 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                                              config.train.seed + progress.epoch, runtime.rank, runtime.world_size)
             accumulated = 0
             for index in range(progress.batch_in_epoch, len(batches)):
-                batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id, len(labels), dense)
+                batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id)
                 paddle.seed(step_seed(config.train.seed, progress.global_step * config.train.grad_accum_steps + accumulated))
                 inputs = model_inputs(batch)
                 with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
                     logits = trained(**inputs)
-                mask = span_mask(inputs["token_mask"], config.model.tril_mask)
-                target = paddle.to_tensor(batch["labels"] if dense else batch["gold"])
-                loss = loss_fn(logits, target, mask) / config.train.grad_accum_steps
+                loss, dropped = model.head.loss(logits, paddle.to_tensor(batch["gold"]), inputs["token_mask"])
+                loss = loss / config.train.grad_accum_steps
                 (scaler.scale(loss) if scaler else loss).backward()
-                progress.masked_gold += count_masked_gold(paddle.to_tensor(batch["gold"]), mask)
+                progress.dropped_gold += dropped
                 running_loss += float(loss) * config.train.grad_accum_steps
                 running_batches += 1
                 window_count += len(batches[index])
@@ -262,7 +257,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "seconds": round(progress.seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
-               "gold_spans_in_masked_cells": progress.masked_gold, "labels": labels, "world_size": runtime.world_size}
+               "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
     if test_records:
         _load_weights(best_dir, model)
         report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)

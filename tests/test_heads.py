@@ -4,7 +4,8 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.heads import MASKED_LOGIT, EfficientGlobalPointer, GlobalPointer, build_head, span_mask
+from globalpointer.heads import EfficientGlobalPointer, GlobalPointer, build_head
+from globalpointer.masks import MASKED_LOGIT, span_mask
 from globalpointer.rope import RotaryPositionEmbedding
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.heads import span_mask
+from globalpointer.masks import span_mask
 from globalpointer.loss import count_masked_gold, dense_span_loss, sparse_span_loss
 
 

@@ -32,3 +32,11 @@ def test_types_without_gold_or_predictions_still_listed():
     report = span_report([[]], [[]], ["A", "B"])
     assert list(report["per_type"]) == ["A", "B"] and report["micro"]["f1"] == 0.0
     assert "macro f1" in format_report(report)
+
+
+def test_overlapping_gold_spans_are_counted_and_their_recall_reported():
+    gold = [[E(0, 4, "ORG"), E(0, 2, "LOC"), E(5, 7, "PER")], [E(0, 3, "A"), E(2, 5, "B"), E(5, 6, "C")]]
+    predicted = [[E(0, 4, "ORG"), E(5, 7, "PER")], [E(2, 5, "B")]]
+    nested = span_report(gold, predicted)["overlapping_gold"]
+    assert nested == {"spans": 4, "found": 2, "recall": 0.5}  # ORG>LOC nested, A/B crossing; C only touches B
+    assert "overlapping gold spans: 4, found 2" in format_report(span_report(gold, predicted))

@@ -1,5 +1,5 @@
 """Windows -> padded numpy batches, grouped by length so little of a batch is padding."""
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 
@@ -29,9 +29,9 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, shuffle: boo
     return batches
 
 
-def collate(windows: Sequence[Window], pad_id: int, num_types: int = 0, dense_labels: bool = False) -> Dict[str, np.ndarray]:
+def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:
     """``input_ids``/``attention_mask`` [B, L]; ``token_mask`` [B, L] True on text tokens only;
-    ``gold`` [B, G, 3] (type, start, end) padded with -1; ``labels`` [B, T, L, L] if ``dense_labels``."""
+    ``gold`` [B, G, 3] (type, start, end) padded with -1: heads build their own targets from it."""
     length = max(len(w.input_ids) for w in windows)
     batch = len(windows)
     input_ids = np.full((batch, length), pad_id, dtype="int64")
@@ -46,17 +46,4 @@ def collate(windows: Sequence[Window], pad_id: int, num_types: int = 0, dense_la
         token_mask[i, 1:n - 1] = True
         if window.gold:
             gold[i, :len(window.gold)] = window.gold
-    out = {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask, "gold": gold}
-    if dense_labels:
-        labels = np.zeros((batch, num_types, length, length), dtype="float32")
-        for i, window in enumerate(windows):
-            for t, s, e in window.gold:
-                labels[i, t, s, e] = 1.0
-        out["labels"] = labels
-    return out
-
-
-def iterate_batches(windows: Sequence[Window], batches: List[List[int]], pad_id: int, num_types: int = 0,
-                    dense_labels: bool = False) -> Iterator[Dict[str, np.ndarray]]:
-    for indices in batches:
-        yield collate([windows[i] for i in indices], pad_id, num_types, dense_labels)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask, "gold": gold}
