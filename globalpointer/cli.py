@@ -52,21 +52,31 @@ def _train(argv):
 
 
 def _load_for_inference(args):
+    """An Extractor over a checkpoint, or over an export directory (Paddle Inference)."""
     from .data.splits import text_encoder_for
+    from .export import InferenceModel, is_export
     from .inference import Extractor
-    from .model import load_checkpoint
-    from .runtime import setup_runtime
+    from .model import load_checkpoint, load_metadata
+    from .runtime import cpu_thread_count, setup_runtime
 
-    loaded = load_checkpoint(args.model, args.set)
-    setup_runtime(loaded.config.device, loaded.config.cpu_threads)
-    text_encoder = text_encoder_for(loaded.config, loaded.encoder.tokenizer)
-    extractor = Extractor(loaded.model, text_encoder, loaded.labels, loaded.config.model.decode,
-                          loaded.config.model.threshold, args.batch_size or loaded.config.train.eval_batch_size)
-    return loaded, extractor
+    if is_export(args.model):
+        config, labels, tokenizer = load_metadata(args.model, args.set)
+        setup_runtime("cpu", config.cpu_threads)
+        model = InferenceModel(args.model, config.model.tril_mask, cpu_thread_count(config.cpu_threads, 1))
+        decoder = model.decode
+    else:
+        loaded = load_checkpoint(args.model, args.set)
+        config, labels, tokenizer, model, decoder = (loaded.config, loaded.labels, loaded.encoder.tokenizer,
+                                                     loaded.model, None)
+        setup_runtime(config.device, config.cpu_threads)
+    extractor = Extractor(model, text_encoder_for(config, tokenizer), labels, config.model.decode,
+                          config.model.threshold, args.batch_size or config.train.eval_batch_size, decoder)
+    return config, labels, extractor
 
 
 def _inference_arguments(parser):
-    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/quickstart/best")
+    parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
+                                                       "export directory (python -m globalpointer.export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
     parser.add_argument("--batch-size", type=int, default=0, help="windows per batch (default: train.eval_batch_size)")
@@ -86,15 +96,15 @@ def _evaluate(argv):
 
     if args.format:
         args.set.append(f"data.format={args.format}")
-    loaded, extractor = _load_for_inference(args)
-    path = args.data or loaded.config.data.test or loaded.config.data.dev
+    config, labels, extractor = _load_for_inference(args)
+    path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
-    records = load_split(loaded.config, "data", path)
-    check_types(records, loaded.labels)
+    records = load_split(config, "data", path)
+    check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
-    report = span_report([r.entities for r in records], predicted, loaded.labels)
-    report["data"], report["model"] = path, loaded.directory
+    report = span_report([r.entities for r in records], predicted, labels)
+    report["data"], report["model"] = path, args.model
     print(format_report(report))
     if args.output:
         atomic_write_json(args.output, report)
@@ -120,7 +130,7 @@ def _predict(argv):
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
-    _, extractor = _load_for_inference(args)
+    _, _, extractor = _load_for_inference(args)
     lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
     log.info("%d lines, %d with an error field", lines, failed)
     return 1 if failed else 0

@@ -20,6 +20,11 @@ from .rope import RotaryPositionEmbedding
 HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger")
 
 
+def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_mask: bool,
+                       threshold: float) -> List[List[TokenSpan]]:
+    return decode_spans(logits.numpy(), span_mask(token_mask, tril_mask).numpy(), threshold)
+
+
 class _SpanHead(nn.Layer):
     def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool, loss: str = "sparse"):
         super().__init__()
@@ -51,7 +56,7 @@ class _SpanHead(nn.Layer):
         return value, count_masked_gold(gold, mask)
 
     def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: float) -> List[List[TokenSpan]]:
-        return decode_spans(logits.numpy(), span_mask(token_mask, self.tril_mask).numpy(), threshold)
+        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
 
 
 class GlobalPointer(_SpanHead):

@@ -1,5 +1,5 @@
 """Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
-from typing import List, Sequence
+from typing import Callable, List, Sequence
 
 import numpy as np
 import paddle
@@ -7,7 +7,6 @@ import paddle
 from .data.batching import collate, length_grouped_batches
 from .data.features import TextEncoder, Window, window_entities
 from .decode import select_flat
-from .model import SpanModel
 from .spans import Entity
 
 
@@ -18,9 +17,12 @@ def model_inputs(batch: dict) -> dict:
 class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
-    def __init__(self, model: SpanModel, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
-                 threshold: float = 0.0, batch_size: int = 64):
+    def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
+                 threshold: float = 0.0, batch_size: int = 64, decoder: Callable = None):
+        """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
+        (outputs, token_mask, threshold) to token spans: the model's head's by default."""
         self.model = model
+        self.decoder = decoder or model.head.decode
         self.text_encoder = text_encoder
         self.labels = list(labels)
         self.flat = decode == "flat"
@@ -29,8 +31,9 @@ class Extractor:
 
     @paddle.no_grad()
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
-        was_training = self.model.training
-        self.model.eval()
+        was_training = getattr(self.model, "training", False)
+        if was_training:
+            self.model.eval()
         windows: List[Window] = []
         for index, text in enumerate(texts):
             windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
@@ -40,7 +43,7 @@ class Extractor:
             batch = collate([windows[i] for i in indices], self.text_encoder.pad_id)
             inputs = model_inputs(batch)
             outputs = self.model(**inputs)
-            for i, spans in zip(indices, self.model.head.decode(outputs, inputs["token_mask"], self.threshold)):
+            for i, spans in zip(indices, self.decoder(outputs, inputs["token_mask"], self.threshold)):
                 entities[windows[i].record_index].extend(window_entities(windows[i], spans, self.labels))
         if was_training:
             self.model.train()

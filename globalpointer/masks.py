@@ -13,8 +13,9 @@ def span_mask(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tenso
     token_mask = token_mask.astype("bool")
     mask = token_mask.unsqueeze([1, 3]) & token_mask.unsqueeze([1, 2])
     if tril_mask:
-        length = token_mask.shape[1]
-        mask = mask & paddle.triu(paddle.ones([length, length], dtype="int32")).astype("bool")
+        # paddle.shape, not .shape: the length stays symbolic in an exported static graph
+        positions = paddle.arange(paddle.shape(token_mask)[1])
+        mask = mask & (positions.unsqueeze(1) <= positions.unsqueeze(0))
     return mask
 
 

@@ -13,7 +13,7 @@ import paddle
 from paddle import nn
 
 from .config import RunConfig, dump_config, load_config
-from .encoders import Encoder, encoder_from_checkpoint, save_encoder_files
+from .encoders import Encoder, bert_tokenizer, encoder_from_checkpoint, save_encoder_files
 from .errors import CheckpointError
 from .heads import build_head
 
@@ -83,18 +83,38 @@ class LoadedModel(NamedTuple):
     directory: str
 
 
-def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
-    directory = resolve_checkpoint(directory)
-    missing = [name for name in CHECKPOINT_FILES if not os.path.isfile(os.path.join(directory, name))]
+def _check_files(directory: str, names) -> None:
+    missing = [name for name in names if not os.path.isfile(os.path.join(directory, name))]
     if missing:
         raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
-    config = load_config(os.path.join(directory, "config.yaml"), overrides)
+
+
+def _read_labels(directory: str) -> List[str]:
     try:
         with open(os.path.join(directory, "labels.json"), encoding="utf-8") as handle:
             labels = json.load(handle)
-        assert isinstance(labels, list) and all(isinstance(x, str) for x in labels)
+        assert isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)
     except (ValueError, AssertionError):
         raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
+    return labels
+
+
+def load_metadata(directory: str, overrides: List[str] = None):
+    """Config, labels and tokenizer of a checkpoint or export directory, without the weights."""
+    _check_files(directory, CHECKPOINT_FILES[1:])
+    config = load_config(os.path.join(directory, "config.yaml"), overrides)
+    try:
+        tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
+    except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
+        raise CheckpointError(f"{directory}/vocab.txt cannot be read ({error})") from None
+    return config, _read_labels(directory), tokenizer
+
+
+def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
+    directory = resolve_checkpoint(directory)
+    _check_files(directory, CHECKPOINT_FILES)
+    config = load_config(os.path.join(directory, "config.yaml"), overrides)
+    labels = _read_labels(directory)
     try:
         encoder_model, tokenizer = encoder_from_checkpoint(directory)
     except Exception as error:  # PaddleNLP raises many kinds for unreadable config/vocab files

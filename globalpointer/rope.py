@@ -19,9 +19,9 @@ class RotaryPositionEmbedding(nn.Layer):
         self.dim = dim
         self.base = float(base)
 
-    def angles(self, seq_len: int, offset: int = 0) -> paddle.Tensor:
+    def angles(self, seq_len, offset: int = 0) -> paddle.Tensor:
         """``[seq_len, dim // 2]`` float32 angles m * theta_i for m = offset .. offset + seq_len - 1."""
-        positions = paddle.arange(offset, offset + seq_len, dtype="float32")
+        positions = paddle.arange(seq_len, dtype="float32") + offset
         exponents = paddle.arange(0, self.dim, 2, dtype="float32") / self.dim
         inv_freq = paddle.pow(paddle.to_tensor(self.base, dtype="float32"), -exponents)
         return positions.unsqueeze(-1) * inv_freq.unsqueeze(0)
@@ -29,7 +29,8 @@ class RotaryPositionEmbedding(nn.Layer):
     def forward(self, x: paddle.Tensor, offset: int = 0) -> paddle.Tensor:
         if x.shape[-1] != self.dim:
             raise ValueError(f"RoPE built for dim={self.dim} got a last axis of {x.shape[-1]}")
-        angles = self.angles(x.shape[-2], offset)
+        # paddle.shape, not .shape: the length stays symbolic in an exported static graph
+        angles = self.angles(paddle.shape(x)[-2], offset)
         cos, sin = paddle.cos(angles), paddle.sin(angles)
         # Rotate in float32 whatever the input dtype: cos/sin of large m*theta lose precision in float16.
         x32 = x.astype("float32")

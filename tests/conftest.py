@@ -13,3 +13,14 @@ def shared_data():
     if not os.path.isdir(SHARED_DATA):
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A tiny model trained once on the synthetic task (tests/synthetic.py); its directory."""
+    from globalpointer.cli import train_main
+    from synthetic import tiny_config
+
+    tmp_path = tmp_path_factory.mktemp("e2e")
+    assert train_main(["--config", tiny_config(tmp_path)]) == 0
+    return tmp_path

@@ -8,14 +8,6 @@ from globalpointer.cli import evaluate_main, predict_main, train_main
 from synthetic import tiny_config
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("e2e")
-    config = tiny_config(tmp_path)
-    assert train_main(["--config", config]) == 0
-    return tmp_path
-
-
 def test_training_learns_nested_entities(trained):
     summary = json.load(open(trained / "run" / "summary.json"))
     assert summary["best_dev_f1"] > 0.9, summary

@@ -1,0 +1,115 @@
+"""Deployable exports of a checkpoint: a Paddle Inference static model, and ONNX.
+
+    python -m globalpointer.export --model RUN/best --output RUN/export [--onnx]
+
+The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch and length dynamic),
+``model.onnx`` with ``--onnx``, and the checkpoint's config, labels and tokenizer files, so that
+``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.  Span heads only:
+the tagger baselines decode with Python code (Viterbi) that no static graph carries.
+"""
+import argparse
+import os
+import shutil
+import sys
+from typing import List
+
+import numpy as np
+import paddle
+from paddle.static import InputSpec
+
+from .errors import CheckpointError, UserError
+from .heads import decode_span_logits, _SpanHead
+from .model import WEIGHTS, load_checkpoint, resolve_checkpoint
+
+PROGRAM, PARAMS, ONNX = "inference.json", "inference.pdiparams", "model.onnx"
+INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
+              InputSpec([None, None], "bool", "token_mask")]
+
+
+def is_export(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, PROGRAM))
+
+
+def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17) -> List[str]:
+    loaded = load_checkpoint(checkpoint)
+    if not isinstance(loaded.model.head, _SpanHead):
+        raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
+                        f"export supports global_pointer and efficient_global_pointer")
+    partial = output + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    static = paddle.jit.to_static(loaded.model, input_spec=INPUT_SPEC, full_graph=True)
+    paddle.jit.save(static, os.path.join(partial, PROGRAM[:-len(".json")]))
+    for name in os.listdir(loaded.directory):
+        if name != WEIGHTS and os.path.isfile(os.path.join(loaded.directory, name)):
+            shutil.copy(os.path.join(loaded.directory, name), partial)
+    if onnx:
+        export_onnx(partial, opset)
+    shutil.rmtree(output, ignore_errors=True)
+    os.replace(partial, output)
+    return sorted(os.listdir(output))
+
+
+def export_onnx(directory: str, opset: int = 17) -> str:
+    try:
+        import paddle2onnx
+    except ImportError:
+        raise UserError("ONNX export needs paddle2onnx: pip install paddle2onnx") from None
+    target = os.path.join(directory, ONNX)
+    # optimize_tool=None: the default (polygraphy) tries to pip-install helpers at export time.
+    paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
+                       opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
+    return target
+
+
+class InferenceModel:
+    """A Paddle Inference predictor with the dynamic model's call signature and its head's decode."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1):
+        from paddle import inference
+
+        config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
+        config.disable_gpu()
+        # oneDNN kernels of Paddle Inference 3.3.1 change this graph's logits (by up to ~1.3, measured
+        # against the dynamic graph); the plain CPU kernels reproduce it exactly.
+        config.disable_mkldnn()
+        config.set_cpu_math_library_num_threads(threads)
+        config.disable_glog_info()
+        try:
+            self.predictor = inference.create_predictor(config)
+        except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
+            raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
+        self.tril_mask = tril_mask
+
+    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+        for name, value in zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask)):
+            handle = self.predictor.get_input_handle(name)
+            array = np.ascontiguousarray(value.numpy())
+            handle.reshape(array.shape)
+            handle.copy_from_cpu(array)
+        self.predictor.run()
+        output = self.predictor.get_output_handle(self.predictor.get_output_names()[0])
+        return paddle.to_tensor(output.copy_to_cpu())
+
+    def decode(self, logits, token_mask, threshold: float):
+        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m globalpointer.export", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/cluener-gp/best")
+    parser.add_argument("--output", required=True, help="export directory to create (replaced if it exists)")
+    parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    args = parser.parse_args(argv)
+    try:
+        files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
