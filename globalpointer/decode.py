@@ -24,9 +24,14 @@ def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: float = 0.0) -
     ``logits`` ``[batch, types, L, L]``; ``mask`` broadcastable to it, False on padding, special
     tokens and (with a tril mask) end < start.  One vectorised pass over the batch."""
     hits = np.argwhere((logits > threshold) & mask)
-    scores = sigmoid(logits[tuple(hits.T)].astype(np.float64))
-    spans: List[List[TokenSpan]] = [[] for _ in range(logits.shape[0])]
-    for (batch_index, type_id, start, end), score in zip(hits.tolist(), scores.tolist()):
+    return spans_from_hits(hits, logits[tuple(hits.T)], logits.shape[0])
+
+
+def spans_from_hits(hits: np.ndarray, hit_logits: np.ndarray, batch_size: int) -> List[List[TokenSpan]]:
+    """``hits`` ``[K, 4]`` rows (batch, type, start, end) of the cells above the threshold."""
+    scores = sigmoid(np.asarray(hit_logits, dtype=np.float64))
+    spans: List[List[TokenSpan]] = [[] for _ in range(batch_size)]
+    for (batch_index, type_id, start, end), score in zip(np.asarray(hits).tolist(), scores.tolist()):
         if end >= start:
             spans[batch_index].append(TokenSpan(type_id, start, end, score))
     return spans

@@ -12,7 +12,7 @@ from typing import List, Tuple
 import paddle
 from paddle import nn
 
-from .decode import TokenSpan, decode_spans
+from .decode import TokenSpan, spans_from_hits
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import mask_logits, span_mask
 from .rope import RotaryPositionEmbedding
@@ -22,7 +22,12 @@ HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_ta
 
 def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_mask: bool,
                        threshold: float) -> List[List[TokenSpan]]:
-    return decode_spans(logits.numpy(), span_mask(token_mask, tril_mask).numpy(), threshold)
+    """``decode_spans`` with the threshold applied where the logits are (GPU or CPU): only the
+    cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
+    hits = paddle.nonzero((logits > threshold) & span_mask(token_mask, tril_mask))
+    if hits.shape[0] == 0:
+        return [[] for _ in range(logits.shape[0])]
+    return spans_from_hits(hits.numpy(), paddle.gather_nd(logits, hits).numpy(), logits.shape[0])
 
 
 class _SpanHead(nn.Layer):

@@ -28,3 +28,20 @@ def test_flat_selection_keeps_best_non_overlapping():
 
 def test_sigmoid_is_stable():
     assert sigmoid(np.array([-1000.0, 0.0, 1000.0])).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_device_side_decoding_equals_the_numpy_reference():
+    import paddle
+
+    from globalpointer.heads import decode_span_logits
+    from globalpointer.masks import span_mask
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(-2, 1.5, (3, 4, 9, 9)).astype("float32")
+    token_mask = np.zeros((3, 9), bool)
+    token_mask[0, 1:8], token_mask[1, 1:5], token_mask[2, 1:2] = True, True, True
+    for tril in (True, False):
+        mask = span_mask(paddle.to_tensor(token_mask), tril).numpy()
+        expected = decode_spans(logits, mask, -1.0)
+        got = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(token_mask), tril, -1.0)
+        assert got == expected and sum(map(len, expected)) > 5

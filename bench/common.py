@@ -1,0 +1,87 @@
+"""Shared by the bench scripts: timing medians, batches of real text, a model over one encoder."""
+import os
+import statistics
+import sys
+import time
+from typing import Callable, List
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import paddle  # noqa: E402
+
+from globalpointer.config import load_config  # noqa: E402
+from globalpointer.data.batching import collate  # noqa: E402
+from globalpointer.data.features import TextEncoder  # noqa: E402
+from globalpointer.data.readers import read_records  # noqa: E402
+from globalpointer.encoders import load_encoder  # noqa: E402
+from globalpointer.inference import model_inputs  # noqa: E402
+from globalpointer.model import build_model  # noqa: E402
+from globalpointer.runtime import setup_runtime  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+
+
+def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def setup(device: str = "auto", threads: int = 0):
+    runtime = setup_runtime(device, threads)
+    paddle.seed(0)
+    return runtime
+
+
+def synthetic_batch(encoder, batch_size: int, length: int, num_types: int, gold_per_text: int = 4, seed: int = 0):
+    """Random token ids of a fixed length with random gold spans: shapes are what is measured."""
+    rng = np.random.default_rng(seed)
+    vocab_size = encoder.model.config.vocab_size
+    ids = rng.integers(1000, vocab_size - 1, size=(batch_size, length)).astype("int64")
+    ids[:, 0], ids[:, -1] = 101, 102
+    token_mask = np.ones((batch_size, length), bool)
+    token_mask[:, 0] = token_mask[:, -1] = False
+    gold = np.full((batch_size, gold_per_text, 3), -1, "int64")
+    for b in range(batch_size):
+        for g in range(gold_per_text):
+            start = int(rng.integers(1, length - 6))
+            gold[b, g] = (int(rng.integers(0, num_types)), start, start + int(rng.integers(0, 4)))
+    return {"input_ids": paddle.to_tensor(ids), "attention_mask": paddle.to_tensor(np.ones_like(ids)),
+            "token_mask": paddle.to_tensor(token_mask)}, paddle.to_tensor(gold)
+
+
+def cluener_texts(count: int, split: str = "dev") -> List[str]:
+    path = os.path.join(SHARED, "cluener", f"{split}.json")
+    records = read_records(path, limit=count)
+    texts = [r.text for r in records]
+    while len(texts) < count:  # repeat the file when more lines are asked for
+        texts += texts[: count - len(texts)]
+    return texts
+
+
+def span_model(encoder_name: str, head: str, num_types: int, loss: str = "sparse"):
+    encoder = load_encoder(encoder_name)
+    config = load_config(overrides=[f"model.encoder={encoder_name}", f"model.head={head}", f"model.loss={loss}"])
+    return encoder, build_model(config, encoder, num_types)
+
+
+def real_batches(encoder, texts: List[str], batch_size: int, max_length: int = 128):
+    text_encoder = TextEncoder(encoder.tokenizer, "char", max_length, 32)
+    windows = [w for i, t in enumerate(texts) for w in text_encoder.windows(i, text_encoder.tokenize(t))]
+    return [model_inputs(collate(windows[i:i + batch_size], text_encoder.pad_id))
+            for i in range(0, len(windows), batch_size)], text_encoder
+
+
+def table(rows: List[dict]) -> str:
+    columns = list(rows[0])
+    widths = [max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in columns]
+    lines = ["  ".join(str(c).rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(columns, widths)) for r in rows]
+    return "\n".join(lines)

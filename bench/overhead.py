@@ -1,0 +1,68 @@
+"""What the head, loss and decode add to the encoder's time.
+
+    python bench/overhead.py [--encoder m3e-small] [--batch-size 8] [--repeats 5]
+
+Prediction: encoder forward alone vs model forward + decode.  Training: encoder forward + backward
+alone vs model forward + loss + backward.  Same batch for both; medians; ratio = full / encoder.
+"""
+import argparse
+
+import paddle
+
+from common import median_seconds, setup, span_model, synthetic_batch, table
+
+
+def encoder_only(model, inputs, train: bool):
+    def run():
+        hidden = model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])[0]
+        if train:
+            hidden.mean().backward()
+            model.clear_gradients()
+    return run
+
+
+def full(model, inputs, gold, train: bool):
+    def run():
+        logits = model(**inputs)
+        if train:
+            loss, _ = model.head.loss(logits, gold, inputs["token_mask"])
+            loss.backward()
+            model.clear_gradients()
+        else:
+            model.head.decode(logits, inputs["token_mask"], 0.0)
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--encoder", default="m3e-small")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lengths", default="128,512")
+    parser.add_argument("--types", default="10,50")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    setup(args.device)
+    rows = []
+    for head in ("global_pointer", "efficient_global_pointer"):
+        for num_types in map(int, args.types.split(",")):
+            encoder, model = span_model(args.encoder, head, num_types)
+            for length in map(int, args.lengths.split(",")):
+                inputs, gold = synthetic_batch(encoder, args.batch_size, length, num_types)
+                row = {"head": head, "types": num_types, "length": length}
+                for mode, train in (("predict", False), ("train", True)):
+                    model.train() if train else model.eval()
+                    with paddle.set_grad_enabled(train):
+                        base = median_seconds(encoder_only(model, inputs, train), args.repeats)
+                        total = median_seconds(full(model, inputs, gold, train), args.repeats)
+                    row[f"{mode}_encoder_s"] = f"{base:.3f}"
+                    row[f"{mode}_full_s"] = f"{total:.3f}"
+                    row[f"{mode}_ratio"] = f"{total / base:.3f}"
+                rows.append(row)
+                print(table(rows[-1:]), flush=True)
+    print()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
