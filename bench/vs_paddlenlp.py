@@ -1,0 +1,114 @@
+"""This project's heads against PaddleNLP's own GlobalPointer layer, side by side in one run.
+
+    python bench/vs_paddlenlp.py [--encoder m3e-small] [--texts 512] [--batch-size 16] [--repeats 3]
+
+Same encoder weights, same CLUENER dev texts and windows, same batch size, same loss (the sparse
+multilabel cross-entropy applied to either head's logits).  Training: median seconds of a full
+optimizer step.  Prediction: texts -> entities with character offsets, the peer decoded the way its
+examples do (np.where over the logits, then a Python loop).  Untrained heads score about half of all
+cells above 0, where a trained one finds a few spans per text; --threshold (the same for both) keeps
+the decoded spans few, and the table shows how many were found.
+"""
+import argparse
+import copy
+import time
+
+import numpy as np
+import paddle
+
+from common import cluener_texts, median_seconds, real_batches, setup, span_model, table
+from globalpointer.inference import Extractor
+from globalpointer.loss import sparse_span_loss
+from globalpointer.masks import span_mask
+
+
+class Peer(paddle.nn.Layer):
+    """paddlenlp.layers.GlobalPointerForEntityExtraction with this project's call signature."""
+
+    def __init__(self, encoder, num_types):
+        super().__init__()
+        from paddlenlp.layers import GlobalPointerForEntityExtraction
+
+        labels = {"entity2id": {str(i): i for i in range(num_types)}}
+        self.inner = GlobalPointerForEntityExtraction(encoder, labels, head_size=64)
+
+    def forward(self, input_ids, attention_mask, token_mask):
+        return self.inner(input_ids, attention_mask)[0]
+
+
+def peer_extract(model, batches, text_encoder, threshold=0.0):
+    entities = []
+    with paddle.no_grad():
+        for inputs in batches:
+            logits = model(**inputs).numpy()
+            for b, t, start, end in zip(*np.where(logits > threshold)):
+                if 0 < start <= end:
+                    entities.append((b, t, start, end, float(logits[b, t, start, end])))
+    return entities
+
+
+def train_step(model, batches, optimizer):
+    state = {"i": 0}
+
+    def run():
+        inputs, gold = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        logits = model(**inputs)
+        loss = sparse_span_loss(logits, gold, span_mask(inputs["token_mask"]))
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--encoder", default="m3e-small")
+    parser.add_argument("--texts", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--threshold", type=float, default=8.0)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    setup(args.device)
+    texts = cluener_texts(args.texts)
+    num_types = 10
+    encoder, ours_gp = span_model(args.encoder, "global_pointer", num_types)
+    _, ours_egp = span_model(args.encoder, "efficient_global_pointer", num_types)
+    ours_egp.encoder.set_state_dict(encoder.model.state_dict())
+    peer = Peer(copy.deepcopy(encoder.model), num_types)
+    batches, text_encoder = real_batches(encoder, texts, args.batch_size)
+    rng = np.random.default_rng(0)
+    train_batches = [(b, paddle.to_tensor(np.stack([[(rng.integers(num_types), 1, 2)]] * b["input_ids"].shape[0])))
+                     for b in batches[: args.train_steps]]
+
+    rows = []
+    for name, model in (("ours global_pointer", ours_gp), ("ours efficient_global_pointer", ours_egp),
+                        ("paddlenlp GlobalPointer", peer)):
+        model.train()
+        optimizer = paddle.optimizer.AdamW(1e-5, parameters=model.parameters())
+        step = median_seconds(train_step(model, train_batches, optimizer), args.repeats * args.train_steps, warmup=2)
+        model.eval()
+        if name.startswith("ours"):
+            extractor = Extractor(model, text_encoder, [str(i) for i in range(num_types)], threshold=args.threshold,
+                                  batch_size=args.batch_size)
+            predict = lambda: sum(map(len, extractor.extract(texts)))  # noqa: E731
+        else:
+            predict = lambda: len(peer_extract(model, real_batches(encoder, texts, args.batch_size)[0], text_encoder,  # noqa: E731
+                                               args.threshold))
+        seconds = median_seconds(predict, args.repeats, warmup=1)
+        rows.append({"model": name, "train_steps_per_s": round(1 / step, 3),
+                     "predict_texts_per_s": round(len(texts) / seconds, 1), "spans_found": predict()})
+        print(table(rows[-1:]), flush=True)
+    peer_row = rows[-1]
+    for row in rows[:-1]:
+        row["train_vs_peer"] = f"{row['train_steps_per_s'] / peer_row['train_steps_per_s']:.2f}x"
+        row["predict_vs_peer"] = f"{row['predict_texts_per_s'] / peer_row['predict_texts_per_s']:.2f}x"
+    peer_row["train_vs_peer"] = peer_row["predict_vs_peer"] = "1.00x"
+    print()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
