@@ -1,0 +1,59 @@
+"""predict.py end to end: texts per second and peak memory over files of growing size.
+
+    python bench/predict_stream.py --model RUN/best [--lines 1000,10000,100000]
+
+Each size is a file of CLUENER-like lines (the dev texts, repeated); predict.py runs on it in its own
+process whose resident memory is sampled every 0.1 s (psutil), so memory flatness shows as equal
+peaks across sizes.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from common import cluener_texts, table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--lines", default="1000,10000,100000")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for count in map(int, args.lines.split(",")):
+            source = os.path.join(work, f"{count}.txt")
+            with open(source, "w", encoding="utf-8") as out:
+                out.write("\n".join(cluener_texts(count)) + "\n")
+            target = os.path.join(work, f"{count}.jsonl")
+            start = time.perf_counter()
+            process = subprocess.Popen([sys.executable, os.path.join(ROOT, "predict.py"), "--model", args.model,
+                                        "--input", source, "--output", target], cwd=ROOT, stderr=subprocess.DEVNULL)
+            watched, peak = psutil.Process(process.pid), 0
+            while process.poll() is None:
+                try:
+                    peak = max(peak, watched.memory_info().rss)
+                except psutil.NoSuchProcess:
+                    break
+                time.sleep(0.1)
+            seconds = time.perf_counter() - start
+            if process.returncode:
+                raise SystemExit(f"predict.py failed with exit status {process.returncode}")
+            with open(target, encoding="utf-8") as handle:
+                written = sum(1 for _ in handle)
+            rows.append({"lines": count, "written": written, "seconds": f"{seconds:.1f}",
+                         "texts_per_s": f"{count / seconds:.1f}",
+                         "peak_rss_mb": f"{peak / 2 ** 20:.0f}"})
+            print(table(rows[-1:]), flush=True)
+    print()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
