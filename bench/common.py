@@ -85,3 +85,19 @@ def table(rows: List[dict]) -> str:
     lines = ["  ".join(str(c).rjust(w) for c, w in zip(columns, widths))]
     lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(columns, widths)) for r in rows]
     return "\n".join(lines)
+
+
+class Rows:
+    """Rows printed as they are measured (long runs show progress), then the whole table."""
+
+    def __init__(self):
+        self.rows: List[dict] = []
+
+    def add(self, row: dict) -> dict:
+        self.rows.append(row)
+        print(table([row]), flush=True)
+        return row
+
+    def finish(self) -> None:
+        print()
+        print(table(self.rows))

@@ -11,7 +11,7 @@ import argparse
 
 import paddle
 
-from common import median_seconds, setup, span_model, synthetic_batch, table
+from common import Rows, median_seconds, setup, span_model, synthetic_batch
 
 
 def encoder_only(model, inputs, train: bool):
@@ -46,7 +46,7 @@ def main():
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     setup(args.device)
-    rows = []
+    rows = Rows()
     for head in ("global_pointer", "efficient_global_pointer"):
         for num_types in map(int, args.types.split(",")):
             encoder, model = span_model(args.encoder, head, num_types)
@@ -64,10 +64,8 @@ def main():
                 with paddle.no_grad():
                     model.eval()
                     row["spans"] = sum(map(len, full(model, inputs, gold, False, args.threshold)()))
-                rows.append(row)
-                print(table(rows[-1:]), flush=True)
-    print()
-    print(table(rows))
+                rows.add(row)
+    rows.finish()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from common import cluener_texts, table
+from common import Rows, cluener_texts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--model", required=True)
     parser.add_argument("--lines", default="1000,10000,100000")
     args = parser.parse_args()
-    rows = []
+    rows = Rows()
     with tempfile.TemporaryDirectory() as work:
         for count in map(int, args.lines.split(",")):
             source = os.path.join(work, f"{count}.txt")
@@ -47,12 +47,10 @@ def main():
                 raise SystemExit(f"predict.py failed with exit status {process.returncode}")
             with open(target, encoding="utf-8") as handle:
                 written = sum(1 for _ in handle)
-            rows.append({"lines": count, "written": written, "seconds": f"{seconds:.1f}",
+            rows.add({"lines": count, "written": written, "seconds": f"{seconds:.1f}",
                          "texts_per_s": f"{count / seconds:.1f}",
                          "peak_rss_mb": f"{peak / 2 ** 20:.0f}"})
-            print(table(rows[-1:]), flush=True)
-    print()
-    print(table(rows))
+    rows.finish()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import resource
 import subprocess
 import sys
 
-from common import median_seconds, setup, span_model, synthetic_batch, table
+from common import Rows, median_seconds, setup, span_model, synthetic_batch
 
 
 def measure(encoder_name, head, num_types, length, loss, batch_size, repeats) -> dict:
@@ -68,7 +68,7 @@ def main():
                              capture_output=True, text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    rows = []
+    rows = Rows()
     configurations = [("global_pointer", "sparse"), ("global_pointer", "dense"),
                       ("efficient_global_pointer", "sparse"), ("efficient_global_pointer", "dense")]
     for length in map(int, args.lengths.split(",")):
@@ -84,10 +84,8 @@ def main():
                     row["memory_vs_encoder"] = f"{result['peak_rss_mb'] / base['peak_rss_mb']:.2f}"
                 else:
                     row["time_vs_encoder"] = row["memory_vs_encoder"] = "-"
-                rows.append(row)
-                print(table(rows[-1:]), flush=True)
-    print()
-    print(table(rows))
+                rows.add(row)
+    rows.finish()
 
 
 if __name__ == "__main__":

@@ -11,12 +11,11 @@ the decoded spans few, and the table shows how many were found.
 """
 import argparse
 import copy
-import time
 
 import numpy as np
 import paddle
 
-from common import cluener_texts, median_seconds, real_batches, setup, span_model, table
+from common import Rows, cluener_texts, median_seconds, real_batches, setup, span_model
 from globalpointer.inference import Extractor
 from globalpointer.loss import sparse_span_loss
 from globalpointer.masks import span_mask
@@ -83,7 +82,7 @@ def main():
     train_batches = [(b, paddle.to_tensor(np.stack([[(rng.integers(num_types), 1, 2)]] * b["input_ids"].shape[0])))
                      for b in batches[: args.train_steps]]
 
-    rows = []
+    rows = Rows()
     for name, model in (("ours global_pointer", ours_gp), ("ours efficient_global_pointer", ours_egp),
                         ("paddlenlp GlobalPointer", peer)):
         model.train()
@@ -98,16 +97,14 @@ def main():
             predict = lambda: len(peer_extract(model, real_batches(encoder, texts, args.batch_size)[0], text_encoder,  # noqa: E731
                                                args.threshold))
         seconds = median_seconds(predict, args.repeats, warmup=1)
-        rows.append({"model": name, "train_steps_per_s": round(1 / step, 3),
+        rows.add({"model": name, "train_steps_per_s": round(1 / step, 3),
                      "predict_texts_per_s": round(len(texts) / seconds, 1), "spans_found": predict()})
-        print(table(rows[-1:]), flush=True)
-    peer_row = rows[-1]
-    for row in rows[:-1]:
+    peer_row = rows.rows[-1]
+    for row in rows.rows[:-1]:
         row["train_vs_peer"] = f"{row['train_steps_per_s'] / peer_row['train_steps_per_s']:.2f}x"
         row["predict_vs_peer"] = f"{row['predict_texts_per_s'] / peer_row['predict_texts_per_s']:.2f}x"
     peer_row["train_vs_peer"] = peer_row["predict_vs_peer"] = "1.00x"
-    print()
-    print(table(rows))
+    rows.finish()
 
 
 if __name__ == "__main__":

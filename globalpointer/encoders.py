@@ -11,7 +11,7 @@ import importlib.util
 import json
 import os
 import shutil
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Tuple
 
 from .errors import EncoderError
 

@@ -1,7 +1,6 @@
 """Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
 from typing import Callable, List, Sequence
 
-import numpy as np
 import paddle
 
 from .data.batching import collate, length_grouped_batches

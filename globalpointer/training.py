@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import time
-from typing import List, Optional
+from typing import Optional
 
 import paddle
 from tqdm import tqdm

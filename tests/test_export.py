@@ -3,7 +3,6 @@ import json
 import os
 
 import numpy as np
-import paddle
 import pytest
 
 from globalpointer.cli import evaluate_main, predict_main

@@ -8,7 +8,7 @@ import pytest
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.errors import CheckpointError
 from globalpointer.model import load_checkpoint
-from synthetic import tiny_config, write_jsonl
+from synthetic import tiny_config
 
 
 def test_dev_type_missing_from_train_names_file_and_line(tmp_path, capsys):
