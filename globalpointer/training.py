@@ -101,6 +101,20 @@ class StopRequest:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def _keep_metrics_until(path: str, step: int) -> None:
+    """A fresh run starts a new metrics.csv; a resumed one drops rows logged after its checkpoint
+    (the resumed run logs those steps again)."""
+    if not os.path.exists(path):
+        return
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= step]
+    if not rows:
+        os.remove(path)
+        return
+    lines = [",".join(METRICS_COLUMNS)] + [",".join(row[k] for k in METRICS_COLUMNS) for row in rows]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
 def _append_metrics(path: str, row: dict) -> None:
     new = not os.path.exists(path)
     with open(path, "a", newline="", encoding="utf-8") as handle:
@@ -143,6 +157,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
     scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if dtype == "float16" else None
 
     progress = Progress()
+    metrics_path = os.path.join(run_dir, "metrics.csv")
     if resume:
         progress = _restore(resolve_checkpoint(last_dir), model, optimizer)
         log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
@@ -151,6 +166,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
     if runtime.is_main:
         os.makedirs(run_dir, exist_ok=True)
         atomic_write_text(os.path.join(run_dir, "config.yaml"), dump_config(config))
+        _keep_metrics_until(metrics_path, progress.global_step)
 
     extractor = Extractor(model, text_encoder, labels, config.model.decode, config.model.threshold,
                           config.train.eval_batch_size)
@@ -168,14 +184,14 @@ def train(config: RunConfig, resume: bool = False) -> dict:
             f1 = report["micro"]["f1"]
         else:
             report, f1 = None, 0.0
-        improved = f1 > progress.best_f1
+        improved = f1 > progress.best_f1 or not dev_records  # without dev data the latest model is kept
         if improved:
             progress.best_f1, progress.best_step, progress.evals_since_best = f1, progress.global_step, 0
         else:
             progress.evals_since_best += 1
         if runtime.is_main:
             micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-            _append_metrics(os.path.join(run_dir, "metrics.csv"), {
+            _append_metrics(metrics_path, {
                 "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
                 "train_loss": round(train_loss, 6),
                 **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
@@ -258,7 +274,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                "steps": progress.global_step, "epochs_completed": progress.epoch, "seconds": round(progress.seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
                "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
-    if test_records:
+    if test_records and runtime.is_main:
         _load_weights(best_dir, model)
         report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)
         summary["test"] = report["micro"]

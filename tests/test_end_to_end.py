@@ -95,3 +95,13 @@ def test_crf_tagger_baseline_cannot_learn_nested_spans(tmp_path):
     assert summary["gold_spans_dropped_by_head"] > 0  # the LOC inside each 北京大学
     assert report["micro"]["f1"] > 0.5
     assert report["overlapping_gold"]["spans"] > 0 and report["overlapping_gold"]["found"] < report["overlapping_gold"]["spans"]
+
+
+def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
+    config = tiny_config(tmp_path, train__epochs=2)
+    for _ in range(2):  # the second run overwrites the first: one metrics row per epoch, not four
+        assert train_main(["--config", config, "--set", "data.dev="]) == 0
+    rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()
+    assert len(rows) == 3
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["best_dev_f1"] is None and summary["best_step"] == summary["steps"]
