@@ -105,3 +105,10 @@ def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
     assert len(rows) == 3
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["best_dev_f1"] is None and summary["best_step"] == summary["steps"]
+
+
+def test_learning_curve_plot(trained):
+    from globalpointer.plot import plot_run
+
+    path = plot_run(str(trained / "run"))
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,35 @@
+"""Learning curves of a run: ``python -m globalpointer.plot RUN_DIR`` writes RUN_DIR/metrics.png
+(train loss and dev precision / recall / F1 per evaluation, from metrics.csv)."""
+import csv
+import os
+import sys
+
+
+def plot_run(run_dir: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(run_dir, "metrics.csv"), newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    steps = [int(r["step"]) for r in rows]
+    figure, (loss_axis, score_axis) = plt.subplots(1, 2, figsize=(10, 4))
+    loss_axis.plot(steps, [float(r["train_loss"]) for r in rows], marker="o")
+    loss_axis.set(title="train loss", xlabel="optimizer step", yscale="log")
+    for key in ("precision", "recall", "f1"):
+        score_axis.plot(steps, [float(r[key]) * 100 for r in rows], marker="o", label=key)
+    score_axis.set(title="dev (micro, exact span match)", xlabel="optimizer step", ylabel="%")
+    score_axis.legend()
+    figure.suptitle(os.path.basename(os.path.abspath(run_dir)))
+    figure.tight_layout()
+    target = os.path.join(run_dir, "metrics.png")
+    figure.savefig(target + ".tmp.png", dpi=100)
+    os.replace(target + ".tmp.png", target)
+    return target
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not os.path.isfile(os.path.join(sys.argv[1], "metrics.csv")):
+        sys.exit("usage: python -m globalpointer.plot RUN_DIR   (a run directory with metrics.csv)")
+    print(plot_run(sys.argv[1]))
