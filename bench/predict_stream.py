@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_predict(model: str, source: str, target: str) -> dict:
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "predict.py"), "--model", model,
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "predict.py"), "--model", os.path.abspath(model),
                                 "--input", source, "--output", target], cwd=ROOT, stderr=subprocess.DEVNULL)
     watched, peak = psutil.Process(process.pid), 0
     while process.poll() is None:
