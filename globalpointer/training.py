@@ -177,7 +177,12 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                              extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
                              extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
-    def evaluate_and_save(train_loss: float, windows_per_second: float) -> None:
+    def evaluate_and_save() -> bool:
+        """Evaluate, log, checkpoint, reset the running loss; True when patience has run out."""
+        nonlocal running_loss, running_batches
+        train_loss = running_loss / max(running_batches, 1)
+        windows_per_second = window_count / max(progress.seconds, 1e-9)
+        running_loss, running_batches = 0.0, 0
         if dev_records:
             report = span_report([r.entities for r in dev_records], extractor.extract([r.text for r in dev_records]),
                                  labels)
@@ -204,6 +209,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                 tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
                            f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
         save_last()
+        return 0 < config.train.patience <= progress.evals_since_best
 
     model.train()
     bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",
@@ -248,9 +254,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                     bar.set_postfix(loss=f"{running_loss / max(running_batches, 1):.4f}", epoch=progress.epoch + 1,
                                     win_s=f"{window_count / max(progress.seconds, 1e-9):.1f}")
                 if config.train.eval_every and progress.global_step % config.train.eval_every == 0:
-                    evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
-                    running_loss, running_batches = 0.0, 0
-                    stopped_early = 0 < config.train.patience <= progress.evals_since_best
+                    stopped_early = evaluate_and_save()
                 if stop.requested or stopped_early:
                     interrupted = stop.requested
                     break
@@ -258,9 +262,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
                 if not config.train.eval_every:
-                    evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
-                    running_loss, running_batches = 0.0, 0
-                    stopped_early = 0 < config.train.patience <= progress.evals_since_best
+                    stopped_early = evaluate_and_save()
     bar.close()
     if interrupted:
         save_last()
@@ -268,7 +270,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
     if stopped_early and runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
     if config.train.eval_every and progress.global_step % config.train.eval_every and not stopped_early:
-        evaluate_and_save(running_loss / max(running_batches, 1), window_count / max(progress.seconds, 1e-9))
+        evaluate_and_save()
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "seconds": round(progress.seconds, 1),
