@@ -1,7 +1,8 @@
 """Span-scoring heads: every (start, end) token pair gets one logit per entity type.
 
 Both heads return float32 logits of shape ``[batch, num_types, seq_len, seq_len]`` in which cells
-that can never be a span (padding, special tokens, end before start) hold ``MASKED_LOGIT``.
+that can never be a span (padding, special tokens, end before start) have ``MASKED_LOGIT`` added,
+which sends them far below any threshold and makes them vanish under exp() in the loss.
 Every head also owns its training loss and its decoding, so the loop and the predictor need not know
 which head they drive (see ``taggers.py`` for the token-classification baselines).
 """
@@ -14,7 +15,7 @@ from paddle import nn
 
 from .decode import TokenSpan, spans_from_hits
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
-from .masks import mask_logits, span_mask
+from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 
 HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger")
@@ -24,7 +25,10 @@ def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_ma
                        threshold: float) -> List[List[TokenSpan]]:
     """``decode_spans`` with the threshold applied where the logits are (GPU or CPU): only the
     cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
-    hits = paddle.nonzero((logits > threshold) & span_mask(token_mask, tril_mask))
+    hits = logits > threshold
+    if threshold <= MASKED_LOGIT / 2:  # masked cells hold score + MASKED_LOGIT: only this low may they pass
+        hits = hits & span_mask(token_mask, tril_mask)
+    hits = paddle.nonzero(hits)
     if hits.shape[0] == 0:
         return [[] for _ in range(logits.shape[0])]
     return spans_from_hits(hits.numpy(), paddle.gather_nd(logits, hits).numpy(), logits.shape[0])
@@ -39,16 +43,18 @@ class _SpanHead(nn.Layer):
         self.loss_kind = loss
         self.rope = RotaryPositionEmbedding(head_size) if rope else None
 
-    def rotate(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.rope(x) if self.rope is not None else x
+    def rotate(self, x: paddle.Tensor, scale: float = 1.0) -> paddle.Tensor:
+        if self.rope is not None:
+            return self.rope(x, scale=scale)
+        return x * scale if scale != 1.0 else x
 
     def forward(self, hidden: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
         # The head and its logits stay float32 even when the encoder runs under AMP.
         with paddle.amp.auto_cast(enable=False):
-            logits = self.score(hidden.astype("float32"))
-            return mask_logits(logits, span_mask(token_mask, self.tril_mask))
+            return self.score(hidden.astype("float32"), span_mask_bias(token_mask, self.tril_mask))
 
-    def score(self, hidden: paddle.Tensor) -> paddle.Tensor:
+    def score(self, hidden: paddle.Tensor, mask_bias: paddle.Tensor) -> paddle.Tensor:
+        """Masked logits; ``mask_bias`` ``[batch, 1, L, L]`` is added where it costs least."""
         raise NotImplementedError
 
     def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, token_mask: paddle.Tensor) -> Tuple[paddle.Tensor, int]:
@@ -72,12 +78,13 @@ class GlobalPointer(_SpanHead):
         super().__init__(num_types, head_size, rope, tril_mask, loss)
         self.dense = nn.Linear(hidden_size, num_types * 2 * head_size)
 
-    def score(self, hidden):
+    def score(self, hidden, mask_bias):
         proj = self.dense(hidden).reshape([0, 0, self.num_types, 2 * self.head_size])
         proj = proj.transpose([0, 2, 1, 3])  # [batch, types, L, 2 * head_size]
-        query = self.rotate(proj[..., : self.head_size])
+        # 1/sqrt(head_size) goes with the query's rotation, not over the L x L scores
+        query = self.rotate(proj[..., : self.head_size], scale=1 / math.sqrt(self.head_size))
         key = self.rotate(proj[..., self.head_size:])
-        return paddle.matmul(query, key, transpose_y=True) / math.sqrt(self.head_size)
+        return paddle.matmul(query, key, transpose_y=True) + mask_bias
 
 
 class EfficientGlobalPointer(_SpanHead):
@@ -90,16 +97,17 @@ class EfficientGlobalPointer(_SpanHead):
         self.dense = nn.Linear(hidden_size, 2 * head_size)
         self.bias_dense = nn.Linear(2 * head_size, 2 * num_types)
 
-    def score(self, hidden):
+    def score(self, hidden, mask_bias):
         proj = self.dense(hidden)  # [batch, L, 2 * head_size]
-        query = self.rotate(proj[..., 0::2])
+        query = self.rotate(proj[..., 0::2], scale=1 / math.sqrt(self.head_size))
         key = self.rotate(proj[..., 1::2])
-        shared = paddle.matmul(query, key, transpose_y=True) / math.sqrt(self.head_size)
+        # masked while the scores are shared by all types: no pass over [batch, types, L, L] for it
+        shared = paddle.matmul(query, key, transpose_y=True).unsqueeze(1) + mask_bias
         # Biases come from the pre-RoPE projection, halved as in the published head.
         bias = self.bias_dense(proj).transpose([0, 2, 1]) / 2  # [batch, 2 * types, L]
         end_bias = bias[:, 0::2].unsqueeze(2)  # [batch, types, 1, L]: varies with the end j
         start_bias = bias[:, 1::2].unsqueeze(3)  # [batch, types, L, 1]: varies with the start i
-        return shared.unsqueeze(1) + start_bias + end_bias
+        return shared + start_bias + end_bias
 
 
 def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,

@@ -3,35 +3,36 @@
 For each (example, type):  L = log(1 + sum_{neg} e^{s}) + log(1 + sum_{pos} e^{-s}),
 where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp.
 
-Gold spans are ``[batch, max_gold, 3]`` int64 rows ``(type, start, end)`` (token indices, end
-inclusive) padded with -1.  A gold span in a masked cell (padding, special token, end before
-start) is left out of the loss rather than turned into an infinite term; ``count_masked_gold``
-tells how many were.
+The logits are the heads' output: masked cells already carry ``MASKED_LOGIT``, so they vanish from
+the negative sums without another pass over ``[batch, types, L, L]``; the ``mask`` argument only
+decides which gold labels count.  Gold spans are ``[batch, max_gold, 3]`` int64 rows
+``(type, start, end)`` (token indices, end inclusive) padded with -1.  A gold span in a masked cell
+(padding, special token, end before start) is left out of the loss rather than turned into an
+infinite term; ``count_masked_gold`` tells how many were.
 """
 import paddle
+import paddle.nn.functional as F
 
 from .masks import MASKED_LOGIT
 
 
 def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
-    """log(1 + sum(exp(scores))) along the last axis: logsumexp with a zero appended."""
-    zeros = paddle.zeros(scores.shape[:-1] + [1], dtype=scores.dtype)
-    return paddle.logsumexp(paddle.concat([scores, zeros], axis=-1), axis=-1)
+    """log(1 + sum(exp(scores))) along the last axis, as softplus(logsumexp): both stable, and no
+    zero column to concatenate onto the scores."""
+    return F.softplus(paddle.logsumexp(scores, axis=-1))
 
 
-def _vanish(dtype) -> paddle.Tensor:
-    return paddle.to_tensor(MASKED_LOGIT, dtype=dtype)
+def _float32(x: paddle.Tensor) -> paddle.Tensor:
+    return x if x.dtype == paddle.float32 else x.astype("float32")
 
 
 def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
-    """``logits`` and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
-    logits = logits.astype("float32")
-    mask = paddle.expand(mask.astype("bool"), logits.shape)
-    positive = labels.astype("bool") & mask
-    negative = ~labels.astype("bool") & mask
-    vanish = _vanish("float32")
-    neg = paddle.where(negative, logits, vanish).flatten(2)
-    pos = paddle.where(positive, -logits, vanish).flatten(2)
+    """``logits`` (masked) and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
+    logits = _float32(logits)
+    labelled = labels.astype("bool")
+    vanish = paddle.to_tensor(MASKED_LOGIT, dtype="float32")
+    neg = paddle.where(labelled, vanish, logits).flatten(2)
+    pos = paddle.where(labelled & mask.astype("bool"), -logits, vanish).flatten(2)
     return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
 
 
@@ -56,28 +57,24 @@ def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
 def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
     """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
     ``batch x max_gold`` instead of ``batch x types x L x L``."""
-    logits = logits.astype("float32")
+    logits = _float32(logits)
     batch, num_types, length = logits.shape[0], logits.shape[1], logits.shape[2]
-    vanish = _vanish("float32")
-    scores = paddle.where(paddle.expand(mask.astype("bool"), logits.shape), logits, vanish).flatten(2)
     if gold.shape[1] == 0:
-        return _log1p_sum_exp(scores).mean()
+        return _log1p_sum_exp(logits.flatten(2)).mean()
 
     types, flat, _, valid = _gold_parts(gold, mask, length)
+    cell = paddle.where(valid, types * (length * length) + flat, paddle.zeros_like(flat))  # into types x L x L
+    scores = logits.reshape([batch, -1])
+    gold_scores = paddle.take_along_axis(scores, cell, axis=1)  # [batch, max_gold]
     type_ids = paddle.arange(num_types, dtype="int64").reshape([1, num_types, 1])
     is_gold = (types.unsqueeze(1) == type_ids) & valid.unsqueeze(1)  # [batch, types, max_gold]
-    cell = paddle.expand(flat.unsqueeze(1), is_gold.shape)
+    pos = paddle.where(is_gold, -gold_scores.unsqueeze(1), paddle.to_tensor(MASKED_LOGIT, dtype="float32"))
 
-    gold_scores = paddle.take_along_axis(scores, cell, axis=2)
-    pos = paddle.where(is_gold, -gold_scores, vanish)
-
-    # Negatives: every cell but the gold ones.  Rows that are not gold for this type are sent to
-    # an extra sentinel column so they cannot overwrite a gold cell of this type.
-    sentinel = paddle.full_like(cell, length * length)
-    with_sentinel = paddle.concat([scores, paddle.full([batch, num_types, 1], MASKED_LOGIT, "float32")], axis=2)
-    neg = paddle.put_along_axis(with_sentinel, paddle.where(is_gold, cell, sentinel),
-                                paddle.full(cell.shape, MASKED_LOGIT, "float32"), axis=2)
-    return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
+    # Negatives: every cell but the gold ones, which get MASKED_LOGIT added.  Added, not assigned,
+    # so the rows that are not gold (padding, masked) can add 0 to any cell, and one copy suffices.
+    pushed_down = valid.astype("float32") * MASKED_LOGIT
+    neg = paddle.put_along_axis(scores, cell, pushed_down, axis=1, reduce="add")
+    return (_log1p_sum_exp(neg.reshape([batch, num_types, -1])) + _log1p_sum_exp(pos)).mean()
 
 
 def gold_to_dense(gold: paddle.Tensor, num_types: int, length: int) -> paddle.Tensor:

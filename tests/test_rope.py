@@ -80,3 +80,9 @@ def test_long_sequences_beyond_512():
 def test_rejects_odd_dimension():
     with pytest.raises(ValueError, match="even"):
         RotaryPositionEmbedding(7)
+
+
+def test_scale_multiplies_the_rotated_vector():
+    x = paddle.randn([2, 7, 8])
+    rope = RotaryPositionEmbedding(8)
+    np.testing.assert_allclose(rope(x, scale=0.25).numpy(), 0.25 * rope(x).numpy(), rtol=1e-6, atol=1e-6)
