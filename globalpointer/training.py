@@ -273,16 +273,16 @@ def train(config: RunConfig, resume: bool = False) -> dict:
         evaluate_and_save()
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
-               "steps": progress.global_step, "epochs_completed": progress.epoch, "seconds": round(progress.seconds, 1),
+               "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
+               "seconds": round(progress.seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
                "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
     if test_records and runtime.is_main:
         _load_weights(best_dir, model)
         report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)
         summary["test"] = report["micro"]
-        if runtime.is_main:
-            atomic_write_json(os.path.join(run_dir, "test_report.json"), report)
-            tqdm.write("test (best checkpoint):\n" + format_report(report))
+        atomic_write_json(os.path.join(run_dir, "test_report.json"), report)
+        tqdm.write("test (best checkpoint):\n" + format_report(report))
     if runtime.is_main:
         atomic_write_json(os.path.join(run_dir, "summary.json"), summary)
     return summary

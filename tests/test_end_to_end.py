@@ -112,3 +112,13 @@ def test_learning_curve_plot(trained):
 
     path = plot_run(str(trained / "run"))
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
+    # lr 0: the dev F1 never changes, so only the first evaluation counts as an improvement
+    config = tiny_config(tmp_path, train__lr=0.0, train__head_lr=0.0, train__patience=2, train__epochs=6)
+    assert train_main(["--config", config]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()[1:]
+    assert summary["stopped_early"] and summary["epochs_completed"] == 3 and len(rows) == 3
+    assert summary["best_step"] == int(rows[0].split(",")[0])
