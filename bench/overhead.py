@@ -44,8 +44,9 @@ def main():
     parser.add_argument("--types", default="10,50")
     parser.add_argument("--threshold", type=float, default=8.0)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="CPU math threads (0: all cores)")
     args = parser.parse_args()
-    setup(args.device)
+    setup(args.device, args.threads)
     rows = Rows()
     for head in ("global_pointer", "efficient_global_pointer"):
         for num_types in map(int, args.types.split(",")):

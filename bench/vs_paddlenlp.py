@@ -70,8 +70,9 @@ def main():
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--threshold", type=float, default=8.0)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="CPU math threads (0: all cores)")
     args = parser.parse_args()
-    setup(args.device)
+    setup(args.device, args.threads)
     texts = cluener_texts(args.texts)
     num_types = 10
     encoder, ours_gp = span_model(args.encoder, "global_pointer", num_types)
