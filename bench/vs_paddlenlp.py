@@ -4,8 +4,8 @@
 
 Same encoder weights, same CLUENER dev texts and windows, same batch size, same loss (the sparse
 multilabel cross-entropy applied to either head's logits, each masked by its own head: the peer
-subtracts 1e12 from padding and the lower triangle, ours adds -1e4 there and on special tokens).  Training: median seconds of a full
-optimizer step.  Prediction: texts -> entities with character offsets, the peer decoded the way its
+subtracts 1e12 from padding and the lower triangle, ours adds -1e4 there and on special tokens).
+Training: median seconds of a full optimizer step.  Prediction: texts -> entities with character offsets, the peer decoded the way its
 examples do (np.where over the logits, then a Python loop).  Untrained heads score about half of all
 cells above 0, where a trained one finds a few spans per text; --threshold (the same for both) keeps
 the decoded spans few, and the table shows how many were found.

@@ -22,13 +22,9 @@ def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
     return F.softplus(paddle.logsumexp(scores, axis=-1))
 
 
-def _float32(x: paddle.Tensor) -> paddle.Tensor:
-    return x if x.dtype == paddle.float32 else x.astype("float32")
-
-
 def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
     """``logits`` (masked) and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
-    logits = _float32(logits)
+    logits = logits.astype("float32")
     labelled = labels.astype("bool")
     vanish = paddle.to_tensor(MASKED_LOGIT, dtype="float32")
     neg = paddle.where(labelled, vanish, logits).flatten(2)
@@ -57,7 +53,7 @@ def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
 def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
     """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
     ``batch x max_gold`` instead of ``batch x types x L x L``."""
-    logits = _float32(logits)
+    logits = logits.astype("float32")
     batch, num_types, length = logits.shape[0], logits.shape[1], logits.shape[2]
     if gold.shape[1] == 0:
         return _log1p_sum_exp(logits.flatten(2)).mean()
