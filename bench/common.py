@@ -3,7 +3,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 import numpy as np
 
@@ -24,14 +24,22 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
+    return interleaved_medians({"fn": fn}, repeats, warmup)["fn"]
+
+
+def interleaved_medians(fns: Dict[str, Callable[[], None]], repeats: int, warmup: int = 2) -> Dict[str, float]:
+    """Median seconds of each function, timed in turns (a, b, a, b, ...): a change in the machine's
+    load then touches every function alike, and their ratio stays fair."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: Dict[str, List[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def setup(device: str = "auto", threads: int = 0):

@@ -3,7 +3,8 @@
     python bench/overhead.py [--encoder m3e-small] [--batch-size 8] [--repeats 5]
 
 Prediction: encoder forward alone vs model forward + decode.  Training: encoder forward + backward
-alone vs model forward + loss + backward.  Same batch for both; medians; ratio = full / encoder.
+alone vs model forward + loss + backward.  Same batch for both, timed in turns; medians;
+ratio = full / encoder.
 Untrained heads score about half of all cells above 0; --threshold keeps the decoded spans as few as
 a trained model's (the spans column shows how many).
 """
@@ -11,7 +12,7 @@ import argparse
 
 import paddle
 
-from common import Rows, median_seconds, setup, span_model, synthetic_batch
+from common import Rows, interleaved_medians, setup, span_model, synthetic_batch
 
 
 def encoder_only(model, inputs, train: bool):
@@ -57,8 +58,10 @@ def main():
                 for mode, train in (("predict", False), ("train", True)):
                     model.train() if train else model.eval()
                     with paddle.set_grad_enabled(train):
-                        base = median_seconds(encoder_only(model, inputs, train), args.repeats)
-                        total = median_seconds(full(model, inputs, gold, train, args.threshold), args.repeats)
+                        seconds = interleaved_medians({"encoder": encoder_only(model, inputs, train),
+                                                       "full": full(model, inputs, gold, train, args.threshold)},
+                                                      args.repeats)
+                    base, total = seconds["encoder"], seconds["full"]
                     row[f"{mode}_encoder_s"] = f"{base:.3f}"
                     row[f"{mode}_full_s"] = f"{total:.3f}"
                     row[f"{mode}_ratio"] = f"{total / base:.3f}"

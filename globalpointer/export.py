@@ -30,6 +30,12 @@ def is_export(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, PROGRAM))
 
 
+def save_static(model: paddle.nn.Layer, directory: str) -> None:
+    """The model's forward pass (logits) as a static program + parameters in ``directory``."""
+    static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
+    paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
+
+
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17) -> List[str]:
     loaded = load_checkpoint(checkpoint)
     if not isinstance(loaded.model.head, _SpanHead):
@@ -38,8 +44,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     partial = output + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    static = paddle.jit.to_static(loaded.model, input_spec=INPUT_SPEC, full_graph=True)
-    paddle.jit.save(static, os.path.join(partial, PROGRAM[:-len(".json")]))
+    save_static(loaded.model, partial)
     for name in os.listdir(loaded.directory):
         if name != WEIGHTS and os.path.isfile(os.path.join(loaded.directory, name)):
             shutil.copy(os.path.join(loaded.directory, name), partial)

@@ -17,6 +17,7 @@ from .decode import TokenSpan, spans_from_hits
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
+from .span_autograd import broadcast_scores, pairwise_scores
 
 HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger")
 
@@ -84,7 +85,7 @@ class GlobalPointer(_SpanHead):
         # 1/sqrt(head_size) goes with the query's rotation, not over the L x L scores
         query = self.rotate(proj[..., : self.head_size], scale=1 / math.sqrt(self.head_size))
         key = self.rotate(proj[..., self.head_size:])
-        return paddle.matmul(query, key, transpose_y=True) + mask_bias
+        return pairwise_scores(query, key, mask_bias)
 
 
 class EfficientGlobalPointer(_SpanHead):
@@ -107,7 +108,7 @@ class EfficientGlobalPointer(_SpanHead):
         bias = self.bias_dense(proj).transpose([0, 2, 1]) / 2  # [batch, 2 * types, L]
         end_bias = bias[:, 0::2].unsqueeze(2)  # [batch, types, 1, L]: varies with the end j
         start_bias = bias[:, 1::2].unsqueeze(3)  # [batch, types, L, 1]: varies with the start i
-        return shared + start_bias + end_bias
+        return broadcast_scores(shared, start_bias, end_bias)
 
 
 def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,

@@ -8,12 +8,15 @@ the negative sums without another pass over ``[batch, types, L, L]``; the ``mask
 decides which gold labels count.  Gold spans are ``[batch, max_gold, 3]`` int64 rows
 ``(type, start, end)`` (token indices, end inclusive) padded with -1.  A gold span in a masked cell
 (padding, special token, end before start) is left out of the loss rather than turned into an
-infinite term; ``count_masked_gold`` tells how many were.
+infinite term; ``count_masked_gold`` tells how many were.  The sparse form's passes over the
+``[batch, types, L, L]`` logits have a hand-written backward pass (``span_autograd``) that holds one
+gradient of that size and no temporaries.
 """
 import paddle
 import paddle.nn.functional as F
 
 from .masks import MASKED_LOGIT
+from .span_autograd import negatives_logsumexp_and_gold
 
 
 def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
@@ -52,25 +55,19 @@ def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
 
 def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
     """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
-    ``batch x max_gold`` instead of ``batch x types x L x L``."""
+    ``batch x max_gold`` instead of ``batch x types x L x L``; gold rows within an example are distinct."""
     logits = logits.astype("float32")
     batch, num_types, length = logits.shape[0], logits.shape[1], logits.shape[2]
-    if gold.shape[1] == 0:
-        return _log1p_sum_exp(logits.flatten(2)).mean()
-
+    if gold.shape[1] == 0:  # one padding row keeps the shapes non-empty
+        gold = paddle.full([batch, 1, 3], -1, dtype="int64")
     types, flat, _, valid = _gold_parts(gold, mask, length)
     cell = paddle.where(valid, types * (length * length) + flat, paddle.zeros_like(flat))  # into types x L x L
-    scores = logits.reshape([batch, -1])
-    gold_scores = paddle.take_along_axis(scores, cell, axis=1)  # [batch, max_gold]
+    # negatives: every cell but the gold ones, which get MASKED_LOGIT added
+    negatives_lse, gold_scores = negatives_logsumexp_and_gold(logits, cell, valid)
     type_ids = paddle.arange(num_types, dtype="int64").reshape([1, num_types, 1])
     is_gold = (types.unsqueeze(1) == type_ids) & valid.unsqueeze(1)  # [batch, types, max_gold]
     pos = paddle.where(is_gold, -gold_scores.unsqueeze(1), paddle.to_tensor(MASKED_LOGIT, dtype="float32"))
-
-    # Negatives: every cell but the gold ones, which get MASKED_LOGIT added.  Added, not assigned,
-    # so the rows that are not gold (padding, masked) can add 0 to any cell, and one copy suffices.
-    pushed_down = valid.astype("float32") * MASKED_LOGIT
-    neg = paddle.put_along_axis(scores, cell, pushed_down, axis=1, reduce="add")
-    return (_log1p_sum_exp(neg.reshape([batch, num_types, -1])) + _log1p_sum_exp(pos)).mean()
+    return (F.softplus(negatives_lse) + _log1p_sum_exp(pos)).mean()  # softplus(lse): as _log1p_sum_exp
 
 
 def gold_to_dense(gold: paddle.Tensor, num_types: int, length: int) -> paddle.Tensor:
