@@ -82,6 +82,10 @@ class GlobalPointer(_SpanHead):
     def score(self, hidden, mask_bias):
         proj = self.dense(hidden).reshape([0, 0, self.num_types, 2 * self.head_size])
         proj = proj.transpose([0, 2, 1, 3])  # [batch, types, L, 2 * head_size]
+        if paddle.in_dynamic_mode():
+            # one copy into the transposed layout: rotating the query and key as strided views
+            # copies each on its own, 1.9x as long (bench/kernels.py); static graphs copy anyway
+            proj = proj.contiguous()
         # 1/sqrt(head_size) goes with the query's rotation, not over the L x L scores
         query = self.rotate(proj[..., : self.head_size], scale=1 / math.sqrt(self.head_size))
         key = self.rotate(proj[..., self.head_size:])

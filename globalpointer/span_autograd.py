@@ -14,10 +14,10 @@ from paddle.autograd import PyLayer
 from .masks import MASKED_LOGIT
 
 
-def _add_per_example_(scores: paddle.Tensor, per_example: paddle.Tensor) -> paddle.Tensor:
+def add_per_example_(scores: paddle.Tensor, per_example: paddle.Tensor) -> paddle.Tensor:
     """``scores`` ``[batch, types, L, L]`` += ``per_example`` ``[batch, 1, L, L]``, in place, one
     example at a time: Paddle's CPU kernel is fast for ``[types, L, L] + [L, L]`` (the broadcast axis
-    leads) and about 15x slower for the same sum over ``[batch, ...]`` (measured at 8 x 50 x 128²)."""
+    leads) and 8.9x slower for the same sum over ``[batch, ...]`` (at 8 x 50 x 128², bench/kernels.py)."""
     for b in range(scores.shape[0]):
         scores[b].add_(per_example[b, 0])
     return scores
@@ -27,7 +27,7 @@ class _PairwiseScores(PyLayer):
     @staticmethod
     def forward(ctx, query, key, mask_bias):
         ctx.save_for_backward(query, key)
-        return _add_per_example_(paddle.matmul(query, key, transpose_y=True), mask_bias)
+        return add_per_example_(paddle.matmul(query, key, transpose_y=True), mask_bias)
 
     @staticmethod
     def backward(ctx, grad):
@@ -48,11 +48,11 @@ class _BroadcastScores(PyLayer):
     @staticmethod
     def forward(ctx, shared, start, end):
         # start_i + end_j as a matmul of inner size 2, [start_i, 1] . [1, end_j]: it writes the
-        # [batch, types, L, L] output once, where broadcasting additions take 3-5x longer (measured)
+        # [batch, types, L, L] output once, where broadcasting additions take 3.8x as long (bench/kernels.py)
         ones = paddle.ones_like(start)
         rows = paddle.concat([start, ones], axis=-1)
         columns = paddle.concat([ones, end.transpose([0, 1, 3, 2])], axis=-1)
-        return _add_per_example_(paddle.matmul(rows, columns, transpose_y=True), shared)
+        return add_per_example_(paddle.matmul(rows, columns, transpose_y=True), shared)
 
     @staticmethod
     def backward(ctx, grad):
@@ -82,7 +82,7 @@ class _NegativesAndGold(PyLayer):
         negatives = logits.flatten().clone()
         if kept.shape[0]:
             negatives.scatter_(kept, kept_scores + MASKED_LOGIT, overwrite=True)
-        # logsumexp written out, in place on the copy: paddle.logsumexp takes 1.8x as long (measured)
+        # logsumexp written out, in place on the copy: paddle.logsumexp takes 2.5x as long (bench/kernels.py)
         negatives = negatives.reshape([batch, num_types, -1])
         top = negatives.max(axis=-1, keepdim=True)
         lse = negatives.subtract_(top).exp_().sum(axis=-1).log() + top.squeeze(-1)
