@@ -17,7 +17,7 @@ from .masks import MASKED_LOGIT
 def add_per_example_(scores: paddle.Tensor, per_example: paddle.Tensor) -> paddle.Tensor:
     """``scores`` ``[batch, types, L, L]`` += ``per_example`` ``[batch, 1, L, L]``, in place, one
     example at a time: Paddle's CPU kernel is fast for ``[types, L, L] + [L, L]`` (the broadcast axis
-    leads) and 8.9x slower for the same sum over ``[batch, ...]`` (at 8 x 50 x 128², bench/kernels.py)."""
+    leads) and 8.7x slower for the same sum over ``[batch, ...]`` (at 8 x 50 x 128², bench/kernels.py)."""
     for b in range(scores.shape[0]):
         scores[b].add_(per_example[b, 0])
     return scores
@@ -48,7 +48,7 @@ class _BroadcastScores(PyLayer):
     @staticmethod
     def forward(ctx, shared, start, end):
         # start_i + end_j as a matmul of inner size 2, [start_i, 1] . [1, end_j]: it writes the
-        # [batch, types, L, L] output once, where broadcasting additions take 3.8x as long (bench/kernels.py)
+        # [batch, types, L, L] output once, where broadcasting additions take 5.5x as long (bench/kernels.py)
         ones = paddle.ones_like(start)
         rows = paddle.concat([start, ones], axis=-1)
         columns = paddle.concat([ones, end.transpose([0, 1, 3, 2])], axis=-1)
@@ -82,7 +82,7 @@ class _NegativesAndGold(PyLayer):
         negatives = logits.flatten().clone()
         if kept.shape[0]:
             negatives.scatter_(kept, kept_scores + MASKED_LOGIT, overwrite=True)
-        # logsumexp written out, in place on the copy: paddle.logsumexp takes 2.5x as long (bench/kernels.py)
+        # logsumexp written out, in place on the copy: paddle.logsumexp takes 2.8x as long (bench/kernels.py)
         negatives = negatives.reshape([batch, num_types, -1])
         top = negatives.max(axis=-1, keepdim=True)
         lse = negatives.subtract_(top).exp_().sum(axis=-1).log() + top.squeeze(-1)
