@@ -23,6 +23,13 @@ def add_per_example_(scores: paddle.Tensor, per_example: paddle.Tensor) -> paddl
     return scores
 
 
+def logsumexp_(x: paddle.Tensor) -> paddle.Tensor:
+    """logsumexp over the last axis, overwriting ``x``: written out, as paddle.logsumexp takes 2.8x
+    as long on CPU (bench/kernels.py)."""
+    top = x.max(axis=-1, keepdim=True)
+    return x.subtract_(top).exp_().sum(axis=-1).log() + top.squeeze(-1)
+
+
 class _PairwiseScores(PyLayer):
     @staticmethod
     def forward(ctx, query, key, mask_bias):
@@ -82,10 +89,7 @@ class _NegativesAndGold(PyLayer):
         negatives = logits.flatten().clone()
         if kept.shape[0]:
             negatives.scatter_(kept, kept_scores + MASKED_LOGIT, overwrite=True)
-        # logsumexp written out, in place on the copy: paddle.logsumexp takes 2.8x as long (bench/kernels.py)
-        negatives = negatives.reshape([batch, num_types, -1])
-        top = negatives.max(axis=-1, keepdim=True)
-        lse = negatives.subtract_(top).exp_().sum(axis=-1).log() + top.squeeze(-1)
+        lse = logsumexp_(negatives.reshape([batch, num_types, -1]))
         del negatives
         ctx.save_for_backward(logits, keep, kept, kept_scores, lse)
         return lse, gold_scores

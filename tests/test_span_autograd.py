@@ -5,7 +5,7 @@ import paddle
 import pytest
 
 from globalpointer.masks import MASKED_LOGIT, span_mask_bias
-from globalpointer.span_autograd import broadcast_scores, negatives_logsumexp_and_gold, pairwise_scores
+from globalpointer.span_autograd import broadcast_scores, logsumexp_, negatives_logsumexp_and_gold, pairwise_scores
 
 RNG = np.random.default_rng(0)
 
@@ -32,6 +32,14 @@ def assert_same(ours, reference, ours_inputs, reference_inputs):
 
 def random(*shape):
     return RNG.normal(size=shape).astype("float32")
+
+
+def test_logsumexp_matches_the_float64_formula_where_exp_overflows():
+    x = random(3, 50) * 30
+    x[0, :10] += 200.0  # exp() overflows float32 here: the maximum must come out first
+    x[1, 5:] = MASKED_LOGIT  # masked cells vanish
+    reference = np.log(np.exp(x.astype("float64") - 200).sum(axis=-1)) + 200
+    np.testing.assert_allclose(logsumexp_(paddle.to_tensor(x)).numpy(), reference, rtol=1e-6, atol=1e-4)
 
 
 def test_pairwise_scores():
