@@ -20,25 +20,10 @@ import paddle
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches, setup, span_model
 from globalpointer.export import InferenceModel, save_static
 from globalpointer.inference import Extractor
-from globalpointer.loss import sparse_span_loss
 from globalpointer.runtime import cpu_thread_count
-from globalpointer.masks import span_mask
+from peer import Peer
 
 NUM_TYPES = 10  # CLUENER's
-
-
-class Peer(paddle.nn.Layer):
-    """paddlenlp.layers.GlobalPointerForEntityExtraction with this project's call signature."""
-
-    def __init__(self, encoder, num_types):
-        super().__init__()
-        from paddlenlp.layers import GlobalPointerForEntityExtraction
-
-        labels = {"entity2id": {str(i): i for i in range(num_types)}}
-        self.inner = GlobalPointerForEntityExtraction(encoder, labels, head_size=64)
-
-    def forward(self, input_ids, attention_mask, token_mask):
-        return self.inner(input_ids, attention_mask)[0]
 
 
 def peer_extract(model, batches, text_encoder, threshold=0.0):
@@ -59,7 +44,7 @@ def train_step(model, batches, optimizer):
         inputs, gold = batches[state["i"] % len(batches)]
         state["i"] += 1
         logits = model(**inputs)
-        loss = sparse_span_loss(logits, gold, span_mask(inputs["token_mask"]))
+        loss, _ = model.head.loss(logits, gold, inputs["token_mask"])
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()

@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import paddle
 from tqdm import tqdm
@@ -124,8 +124,12 @@ def _append_metrics(path: str, row: dict) -> None:
         writer.writerow({k: row[k] for k in METRICS_COLUMNS})
 
 
-def train(config: RunConfig, resume: bool = False) -> dict:
-    """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary."""
+def train(config: RunConfig, resume: bool = False, build: Callable = build_model) -> dict:
+    """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary.
+
+    ``build(config, encoder, num_types)`` makes the model: another model (bench/vs_paddlenlp_f1.py
+    trains PaddleNLP's GlobalPointer this way) needs the same call signature and a ``head`` with
+    ``loss`` and ``decode``, and its checkpoints load only with it."""
     require_files(config, ["train"])
     runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
     seed_everything(config.train.seed)
@@ -146,7 +150,7 @@ def train(config: RunConfig, resume: bool = False) -> dict:
     config.data.labels = labels
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
 
-    model = build_model(config, encoder, len(labels))
+    model = build(config, encoder, len(labels))
     trained = paddle.DataParallel(model) if runtime.world_size > 1 else model
     per_epoch = len(length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,
                                            config.train.seed, runtime.rank, runtime.world_size))

@@ -122,3 +122,27 @@ def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
     rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()[1:]
     assert summary["stopped_early"] and summary["epochs_completed"] == 3 and len(rows) == 3
     assert summary["best_step"] == int(rows[0].split(",")[0])
+
+
+def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
+    """The ``build`` hook bench/vs_paddlenlp_f1.py trains PaddleNLP's layer through."""
+    from globalpointer.config import load_config
+    from globalpointer.model import build_model
+    from globalpointer.training import train
+
+    calls = {"loss": 0, "decode": 0}
+
+    def build(config, encoder, num_types):
+        model = build_model(config, encoder, num_types)
+        loss, decode = model.head.loss, model.head.decode
+
+        def counted(name, fn):
+            def call(*args):
+                calls[name] += 1
+                return fn(*args)
+            return call
+        model.head.loss, model.head.decode = counted("loss", loss), counted("decode", decode)
+        return model
+
+    summary = train(load_config(tiny_config(tmp_path, train__epochs=1)), build=build)
+    assert calls["loss"] == summary["steps"] > 0 and calls["decode"] > 0

@@ -1,0 +1,46 @@
+"""The peer a PaddlePaddle user has today: PaddleNLP's GlobalPointer layer over the same encoder.
+
+PaddleNLP's ``GlobalPointer`` is the efficient variant (one shared query/key projection plus
+per-type start and end biases), so this project's efficient_global_pointer is its like-for-like.
+"""
+from typing import List
+
+from paddle import nn
+from paddlenlp.layers.globalpointer import GlobalPointer
+
+import common  # noqa: F401  (puts the project root on sys.path)
+from globalpointer.decode import TokenSpan, decode_spans
+from globalpointer.loss import count_masked_gold, sparse_span_loss
+from globalpointer.masks import span_mask
+
+
+class PeerHead(GlobalPointer):
+    """PaddleNLP's layer as it is, plus the ``loss`` and ``decode`` this project's training loop
+    and Extractor call: the same sparse loss and threshold decoding as ours.  Its logits mask
+    padding and the lower triangle (-1e12) but not [CLS]/[SEP], so decoding masks those."""
+
+    def loss(self, logits, gold, token_mask):
+        mask = span_mask(token_mask)
+        return sparse_span_loss(logits, gold, mask), count_masked_gold(gold, mask)
+
+    def decode(self, logits, token_mask, threshold: float) -> List[List[TokenSpan]]:
+        return decode_spans(logits.numpy(), span_mask(token_mask).numpy(), threshold)
+
+
+class Peer(nn.Layer):
+    """``paddlenlp.layers.GlobalPointerForEntityExtraction`` (whose forward is these two lines)
+    with this project's call signature and a ``head`` attribute."""
+
+    def __init__(self, encoder: nn.Layer, num_types: int, head_size: int = 64):
+        super().__init__()
+        self.encoder = encoder
+        self.head = PeerHead(encoder.config["hidden_size"], num_types, head_size=head_size)
+
+    def forward(self, input_ids, attention_mask, token_mask):
+        hidden = self.encoder(input_ids, attention_mask=attention_mask)[0]
+        return self.head(hidden, attention_mask)
+
+
+def build_peer(config, encoder, num_types: int) -> Peer:
+    """``training.train``'s ``build`` for the peer."""
+    return Peer(encoder.model, num_types, config.model.head_size)
