@@ -41,7 +41,8 @@ class Progress:
     best_step: int = 0
     evals_since_best: int = 0
     dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time, evaluations included
+    eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
 
 
 def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
@@ -184,8 +185,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     def evaluate_and_save() -> bool:
         """Evaluate, log, checkpoint, reset the running loss; True when patience has run out."""
         nonlocal running_loss, running_batches
+        eval_started = time.time()
         train_loss = running_loss / max(running_batches, 1)
-        windows_per_second = window_count / max(progress.seconds, 1e-9)
         running_loss, running_batches = 0.0, 0
         if dev_records:
             report = span_report([r.entities for r in dev_records], extractor.extract([r.text for r in dev_records]),
@@ -204,7 +205,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
                 "train_loss": round(train_loss, 6),
                 **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
-                "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second, 2)})
+                "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second(), 2)})
             if improved:
                 write_checkpoint(best_dir, model, encoder, config, labels)
                 if report:
@@ -212,14 +213,24 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
             if report:
                 tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
                            f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
+        now = time.time()
+        progress.eval_seconds += now - eval_started
+        progress.seconds = now - started
         save_last()
         return 0 < config.train.patience <= progress.evals_since_best
+
+    def windows_per_second() -> float:
+        """Training throughput of this process: evaluations, checkpoints and the time before a
+        resume left out."""
+        training = progress.seconds - progress.eval_seconds - (resumed_seconds - resumed_eval_seconds)
+        return window_count / max(training, 1e-9)
 
     model.train()
     bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",
                disable=not runtime.is_main, dynamic_ncols=True)
     running_loss, running_batches, window_count = 0.0, 0, 0
     started = time.time() - progress.seconds
+    resumed_seconds, resumed_eval_seconds = progress.seconds, progress.eval_seconds
     stopped_early = interrupted = False
     with StopRequest() as stop:
         while progress.epoch < config.train.epochs and not (stopped_early or interrupted):
@@ -256,7 +267,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 bar.update(1)
                 if progress.global_step % config.train.log_every == 0:
                     bar.set_postfix(loss=f"{running_loss / max(running_batches, 1):.4f}", epoch=progress.epoch + 1,
-                                    win_s=f"{window_count / max(progress.seconds, 1e-9):.1f}")
+                                    win_s=f"{windows_per_second():.1f}")
                 if config.train.eval_every and progress.global_step % config.train.eval_every == 0:
                     stopped_early = evaluate_and_save()
                 if stop.requested or stopped_early:
@@ -278,7 +289,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
-               "seconds": round(progress.seconds, 1),
+               "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
                "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
     if test_records and runtime.is_main:

@@ -125,7 +125,10 @@ def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
 
 
 def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
-    """The ``build`` hook bench/vs_paddlenlp_f1.py trains PaddleNLP's layer through."""
+    """The ``build`` hook (bench/vs_paddlenlp_f1.py trains PaddleNLP's layer through it), and
+    training throughput that leaves evaluation out: decoding here is made slow on purpose."""
+    import time
+
     from globalpointer.config import load_config
     from globalpointer.model import build_model
     from globalpointer.training import train
@@ -136,13 +139,24 @@ def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
         model = build_model(config, encoder, num_types)
         loss, decode = model.head.loss, model.head.decode
 
-        def counted(name, fn):
-            def call(*args):
-                calls[name] += 1
-                return fn(*args)
-            return call
-        model.head.loss, model.head.decode = counted("loss", loss), counted("decode", decode)
+        def counted_loss(*args):
+            calls["loss"] += 1
+            return loss(*args)
+
+        def slow_decode(*args):
+            calls["decode"] += 1
+            time.sleep(1.0)
+            return decode(*args)
+        model.head.loss, model.head.decode = counted_loss, slow_decode
         return model
 
-    summary = train(load_config(tiny_config(tmp_path, train__epochs=1)), build=build)
+    summary = train(load_config(tiny_config(tmp_path, train__epochs=2)), build=build)
     assert calls["loss"] == summary["steps"] > 0 and calls["decode"] > 0
+    assert calls["decode"] <= summary["eval_seconds"] < summary["seconds"]
+    rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()
+    last = dict(zip(rows[0].split(","), rows[-1].split(",")))
+    # The last row is logged before the second of two evaluations, after the first one's sleeps:
+    # leaving out at least those, the logged rate is at least windows over the remaining seconds.
+    sleeps_before_last = calls["decode"] / 2 * 1.0
+    at_least = 2 * summary["train_windows"] / (float(last["seconds"]) - sleeps_before_last)
+    assert float(last["windows_per_second"]) > 0.97 * at_least
