@@ -109,3 +109,20 @@ def test_span_mask_upper_triangle():
     mask = span_mask(paddle.to_tensor([[False, True, True, False]])).numpy()[0, 0]
     expected = np.array([[0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]], bool)
     assert (mask == expected).all()
+
+
+def test_efficient_head_scores_as_paddlenlp_layer_with_the_same_weights():
+    """PaddleNLP's GlobalPointer is an independent implementation of the same efficient head (its own
+    RoPE tables, einsum, bias layout); given our weights it must give our logits on every open cell."""
+    from paddlenlp.layers.globalpointer import GlobalPointer as PaddleNLPGlobalPointer
+
+    hidden, token_mask = inputs(length=8)
+    ours = EfficientGlobalPointer(16, num_types=3, head_size=8)
+    theirs = PaddleNLPGlobalPointer(16, 3, head_size=8)
+    theirs.dense1.set_state_dict(ours.dense.state_dict())
+    theirs.dense2.set_state_dict(ours.bias_dense.state_dict())
+    open_cells = span_mask(token_mask).numpy()[:, 0]  # [batch, L, L]
+    expected = theirs(hidden, token_mask.astype("float32")).numpy().transpose(0, 2, 3, 1)[open_cells]
+    got = ours(hidden, token_mask).numpy().transpose(0, 2, 3, 1)[open_cells]
+    assert open_cells.sum() == 21 + 6
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
