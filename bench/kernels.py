@@ -2,10 +2,11 @@
 
     python bench/kernels.py [--batch-size 8] [--types 50] [--length 128] [--device auto]
 
-Each row computes one value two ways over ``[batch, types, L, L]`` tensors (the last over
-GlobalPointer's ``[batch, types, L, 2 x 64]`` projection): the way the project does it and the
-obvious one-line expression; ``ratio`` = plain / ours (above 1: ours is faster).  The
-choices were made on this project's CPU; rerun this on other hardware before trusting them there.
+Each row computes one value two ways: the way the project does it and the obvious expression;
+``ratio`` = plain / ours (above 1: ours is faster).  The first three work on ``[batch, types, L, L]``
+scores, the fourth makes GlobalPointer's query and key from 512-wide hidden states, the last is
+RoPE's pair swap over ``[batch, types, L, 64]``.  The choices were made on this project's CPU; rerun
+this on other hardware before trusting them there.
 """
 import argparse
 
@@ -32,15 +33,20 @@ def main():
     start, end = paddle.randn([b, t, n, 1]), paddle.randn([b, t, 1, n])
     flat = scores.reshape([b, t, -1])
     rope = RotaryPositionEmbedding(HEAD_SIZE)
-    # GlobalPointer's projection, [batch, L, types, query | key], to be seen as [batch, types, L, ...]
-    projection = paddle.randn([b, n, t, 2 * HEAD_SIZE])
+    hidden, weight, bias = paddle.randn([b, n, 512]), paddle.randn([512, t * 2 * HEAD_SIZE]), paddle.randn([t * 2 * HEAD_SIZE])
+    queries = paddle.randn([b, t, n, HEAD_SIZE])
 
-    def rotate_halves(contiguous: bool):
-        # a new view each call: Paddle makes a strided view contiguous in place on its first use
-        proj = projection.transpose([0, 2, 1, 3])
-        if contiguous:
-            proj = proj.contiguous()
+    def query_key_columns():  # GlobalPointer.score: the projection made as [batch, types, q | k, d, L]
+        proj = paddle.matmul(weight, hidden, transpose_x=True, transpose_y=True) + bias.unsqueeze(-1)
+        return rope(proj.reshape([b, t, 2, HEAD_SIZE, n]), positions_last=True)
+
+    def query_key_rows():  # the projection as nn.Linear makes it, [batch, L, types, q | k], seen per type
+        proj = (paddle.matmul(hidden, weight) + bias).reshape([b, n, t, 2 * HEAD_SIZE])
+        proj = proj.transpose([0, 2, 1, 3]).contiguous()
         return rope(proj[..., :HEAD_SIZE]), rope(proj[..., HEAD_SIZE:])
+
+    def pair_swap_by_flip():
+        return paddle.flip(queries.reshape([b, t, n, HEAD_SIZE // 2, 2]), axis=[-1]).reshape([b, t, n, HEAD_SIZE])
 
     cases = {
         "scores += [batch, 1, L, L]": (lambda: add_per_example_(scores, per_example),
@@ -49,8 +55,10 @@ def main():
                                  lambda: per_example + start + end),
         "logsumexp over L x L (with a copy)": (lambda: logsumexp_(flat.clone()),
                                                lambda: paddle.logsumexp(flat, axis=-1)),
-        "RoPE on query, key of a transposed projection": (lambda: rotate_halves(True),
-                                                         lambda: rotate_halves(False)),
+        "GlobalPointer's projection + RoPE: [.., d, L] made by the matmul vs a transposed copy": (
+            query_key_columns, query_key_rows),
+        "RoPE's pair swap (a, b) -> (-b, a): matmul vs flip (sign apart)": (
+            lambda: paddle.matmul(queries, rope.swap, transpose_y=True), pair_swap_by_flip),
     }
     rows = Rows()
     with paddle.no_grad():

@@ -44,9 +44,9 @@ class _SpanHead(nn.Layer):
         self.loss_kind = loss
         self.rope = RotaryPositionEmbedding(head_size) if rope else None
 
-    def rotate(self, x: paddle.Tensor, scale: float = 1.0) -> paddle.Tensor:
+    def rotate(self, x: paddle.Tensor, scale: float = 1.0, positions_last: bool = False) -> paddle.Tensor:
         if self.rope is not None:
-            return self.rope(x, scale=scale)
+            return self.rope(x, scale=scale, positions_last=positions_last)
         return x * scale if scale != 1.0 else x
 
     def forward(self, hidden: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
@@ -80,16 +80,15 @@ class GlobalPointer(_SpanHead):
         self.dense = nn.Linear(hidden_size, num_types * 2 * head_size)
 
     def score(self, hidden, mask_bias):
-        proj = self.dense(hidden).reshape([0, 0, self.num_types, 2 * self.head_size])
-        proj = proj.transpose([0, 2, 1, 3])  # [batch, types, L, 2 * head_size]
-        if paddle.in_dynamic_mode():
-            # one copy into the transposed layout: rotating the query and key as strided views
-            # copies each on its own, 1.9x as long (bench/kernels.py); static graphs copy anyway
-            proj = proj.contiguous()
-        # 1/sqrt(head_size) goes with the query's rotation, not over the L x L scores
-        query = self.rotate(proj[..., : self.head_size], scale=1 / math.sqrt(self.head_size))
-        key = self.rotate(proj[..., self.head_size:])
-        return pairwise_scores(query, key, mask_bias)
+        # The projection is made as [batch, types * 2 * head_size, L] (the weight and hidden read
+        # transposed by the matmul): each type's query and key are then [head_size, L] blocks, ready
+        # for the scores' matmul; [batch, L, types, ...] would need a transposed copy, 3x the time of
+        # all of RoPE (bench/kernels.py).
+        proj = paddle.matmul(self.dense.weight, hidden, transpose_x=True, transpose_y=True)
+        proj = (proj + self.dense.bias.unsqueeze(-1)).reshape([0, self.num_types, 2, self.head_size, -1])
+        # query and key rotated in one pass; each scaled by head_size^-1/4 makes 1/sqrt(head_size) in q.k
+        proj = self.rotate(proj, scale=self.head_size ** -0.25, positions_last=True)
+        return pairwise_scores(proj[:, :, 0], proj[:, :, 1], mask_bias)
 
 
 class EfficientGlobalPointer(_SpanHead):

@@ -34,20 +34,20 @@ class _PairwiseScores(PyLayer):
     @staticmethod
     def forward(ctx, query, key, mask_bias):
         ctx.save_for_backward(query, key)
-        return add_per_example_(paddle.matmul(query, key, transpose_y=True), mask_bias)
+        return add_per_example_(paddle.matmul(query, key, transpose_x=True), mask_bias)
 
     @staticmethod
     def backward(ctx, grad):
         query, key = ctx.saved_tensor()
-        # transpose_x: the matmul reads grad transposed, so no transposed copy is made
-        return paddle.matmul(grad, key), paddle.matmul(grad, query, transpose_x=True), None
+        # scores = q^T k: d(q) = k grad^T, d(k) = q grad; the matmuls read grad transposed in place
+        return paddle.matmul(key, grad, transpose_y=True), paddle.matmul(query, grad), None
 
 
 def pairwise_scores(query: paddle.Tensor, key: paddle.Tensor, mask_bias: paddle.Tensor) -> paddle.Tensor:
-    """``matmul(query, key, transpose_y=True) + mask_bias``: query/key ``[batch, types, L, d]``,
-    ``mask_bias`` ``[batch, 1, L, L]`` (no gradient)."""
+    """``matmul(query, key, transpose_x=True) + mask_bias``: query/key ``[batch, types, d, L]``
+    (one column per position), ``mask_bias`` ``[batch, 1, L, L]`` (no gradient)."""
     if not paddle.in_dynamic_mode():
-        return paddle.matmul(query, key, transpose_y=True) + mask_bias
+        return paddle.matmul(query, key, transpose_x=True) + mask_bias
     return _PairwiseScores.apply(query, key, mask_bias)
 
 

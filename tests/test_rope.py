@@ -86,3 +86,14 @@ def test_scale_multiplies_the_rotated_vector():
     x = paddle.randn([2, 7, 8])
     rope = RotaryPositionEmbedding(8)
     np.testing.assert_allclose(rope(x, scale=0.25).numpy(), 0.25 * rope(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_positions_last_layout_rotates_the_same_vectors():
+    """``[..., dim, L]`` input (GlobalPointer's matmul-ready layout), checked against the formula."""
+    x = np.random.default_rng(5).standard_normal((3, 2, 16, 9)).astype("float32")  # positions on the last axis
+    layer = RotaryPositionEmbedding(16)
+    out = layer(paddle.to_tensor(x), offset=4, scale=0.5, positions_last=True).numpy()
+    for m in range(9):
+        np.testing.assert_allclose(out[..., m], 0.5 * x[..., m] @ rotation_matrix(m + 4, 16).T, atol=1e-5)
+    with pytest.raises(ValueError, match="dim=16"):
+        layer(paddle.to_tensor(x).transpose([0, 1, 3, 2]), positions_last=True)

@@ -43,13 +43,13 @@ def test_logsumexp_matches_the_float64_formula_where_exp_overflows():
 
 
 def test_pairwise_scores():
-    query, key = random(2, 3, 6, 4), random(2, 3, 6, 4)
+    query, key = random(2, 3, 4, 6), random(2, 3, 4, 6)  # [batch, types, d, L]
     token_mask = np.array([[0, 1, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0]], bool)
     mask_bias = span_mask_bias(paddle.to_tensor(token_mask))
     weights = [random(2, 3, 6, 6)]
     ours_inputs, reference_inputs = leaves(query, key), leaves(query, key)
     ours = [pairwise_scores(*ours_inputs, mask_bias)]
-    reference = [paddle.matmul(*reference_inputs, transpose_y=True) + mask_bias]
+    reference = [paddle.matmul(reference_inputs[0].transpose([0, 1, 3, 2]), reference_inputs[1]) + mask_bias]
     backward_with(ours, weights)
     backward_with(reference, weights)
     assert_same(ours, reference, ours_inputs, reference_inputs)
