@@ -4,16 +4,17 @@
 
 Each row computes one value two ways: the way the project does it and the obvious expression;
 ``ratio`` = plain / ours (above 1: ours is faster).  The first three work on ``[batch, types, L, L]``
-scores, the fourth makes GlobalPointer's query and key from 512-wide hidden states, the last is
-RoPE's pair swap over ``[batch, types, L, 64]``.  The choices were made on this project's CPU; rerun
-this on other hardware before trusting them there.
+scores, the fourth makes GlobalPointer's query and key from 512-wide hidden states, the fifth is
+RoPE's pair swap over ``[batch, types, L, 64]``; the last two are timed forward + backward, as in
+training.  The choices were made on this project's CPU; rerun this on other hardware before
+trusting them there.
 """
 import argparse
 
 import paddle
 
 from common import Rows, interleaved_medians, setup
-from globalpointer.rope import RotaryPositionEmbedding
+from globalpointer.rope import RotaryPositionEmbedding, rotate_pairs
 from globalpointer.span_autograd import add_per_example_, broadcast_scores, logsumexp_
 
 HEAD_SIZE = 64
@@ -45,6 +46,22 @@ def main():
         proj = proj.transpose([0, 2, 1, 3]).contiguous()
         return rope(proj[..., :HEAD_SIZE]), rope(proj[..., HEAD_SIZE:])
 
+    # GlobalPointer's projection, [batch, types, q | k, d, L], and the gradient that reaches it
+    packed = paddle.randn([b, t, 2, HEAD_SIZE, n])
+    packed.stop_gradient = False
+    packed_grad = paddle.randn([b, t, 2, HEAD_SIZE, n])
+    angles = rope.angles(n)
+    cos, sin = (paddle.stack([f(angles), f(angles)], axis=-1).flatten(-2).t() for f in (paddle.cos, paddle.sin))
+
+    def backward_through(make):
+        def run():
+            paddle.autograd.backward(make(), packed_grad)
+            packed.clear_gradient()
+        return run
+
+    def query_key_by_slices():
+        return paddle.stack([packed[:, :, 0], packed[:, :, 1]], axis=2)
+
     def pair_swap_by_flip():
         return paddle.flip(queries.reshape([b, t, n, HEAD_SIZE // 2, 2]), axis=[-1]).reshape([b, t, n, HEAD_SIZE])
 
@@ -60,12 +77,25 @@ def main():
         "RoPE's pair swap (a, b) -> (-b, a): matmul vs flip (sign apart)": (
             lambda: paddle.matmul(queries, rope.swap, transpose_y=True), pair_swap_by_flip),
     }
+    training_cases = {
+        "RoPE's gradient: the opposite rotation (rope.py) vs autograd's": (
+            backward_through(lambda: rope(packed, positions_last=True)),
+            backward_through(lambda: rotate_pairs(packed, cos, sin, rope.swap, positions_last=True))),
+        "query and key out of the projection: unbind vs two slices": (
+            backward_through(lambda: paddle.stack(paddle.unbind(packed, axis=2), axis=2)),
+            backward_through(query_key_by_slices)),
+    }
     rows = Rows()
-    with paddle.no_grad():
-        for name, (ours, plain) in cases.items():
+
+    def time_cases(named):
+        for name, (ours, plain) in named.items():
             seconds = interleaved_medians({"ours": ours, "plain": plain}, args.repeats)
             rows.add({"operation": name, "shape": f"{b}x{t}x{n}x{n}", "ours_ms": f"{seconds['ours'] * 1000:.1f}",
                       "plain_ms": f"{seconds['plain'] * 1000:.1f}", "ratio": f"{seconds['plain'] / seconds['ours']:.2f}"})
+
+    with paddle.no_grad():
+        time_cases(cases)
+    time_cases(training_cases)
     rows.finish()
 
 

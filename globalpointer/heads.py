@@ -88,7 +88,9 @@ class GlobalPointer(_SpanHead):
         proj = (proj + self.dense.bias.unsqueeze(-1)).reshape([0, self.num_types, 2, self.head_size, -1])
         # query and key rotated in one pass; each scaled by head_size^-1/4 makes 1/sqrt(head_size) in q.k
         proj = self.rotate(proj, scale=self.head_size ** -0.25, positions_last=True)
-        return pairwise_scores(proj[:, :, 0], proj[:, :, 1], mask_bias)
+        # unbind, not two slices: its gradient is one stack, a slice's a zero-filled copy each
+        query, key = paddle.unbind(proj, axis=2)
+        return pairwise_scores(query, key, mask_bias)
 
 
 class EfficientGlobalPointer(_SpanHead):

@@ -7,6 +7,30 @@ n - m, which is what lets GlobalPointer's span scores generalise across position
 import numpy as np
 import paddle
 from paddle import nn
+from paddle.autograd import PyLayer
+
+
+def rotate_pairs(x, cos, sin, swap, positions_last: bool):
+    """(a, b) -> (a cos - b sin, b cos + a sin) = x * cos + (-b, a) * sin, the pair swap as a matmul."""
+    if positions_last:
+        return x * cos + paddle.matmul(swap, x) * sin
+    return x * cos + paddle.matmul(x, swap, transpose_y=True) * sin
+
+
+class _Rotation(PyLayer):
+    """The rotation's gradient is the rotation by the opposite angles (R^T = R(-angle)): one pass
+    like the forward, where autograd's broadcast multiply and matmul gradients take 2x as long on CPU
+    (bench/kernels.py)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, swap, positions_last):
+        ctx.tables = (cos, sin, swap, positions_last)
+        return rotate_pairs(x, cos, sin, swap, positions_last)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin, swap, positions_last = ctx.tables
+        return rotate_pairs(grad, cos, -sin, swap, positions_last)
 
 
 class RotaryPositionEmbedding(nn.Layer):
@@ -47,11 +71,12 @@ class RotaryPositionEmbedding(nn.Layer):
         # [L, dim] tables, each angle twice (stacked, not repeat_interleave: paddle2onnx cannot convert that)
         cos, sin = paddle.cos(angles) * scale, paddle.sin(angles) * scale
         cos, sin = paddle.stack([cos, cos], axis=-1).flatten(-2), paddle.stack([sin, sin], axis=-1).flatten(-2)
+        if positions_last:
+            cos, sin = cos.t(), sin.t()
         # Rotate in float32 whatever the input dtype: cos/sin of large m*theta lose precision in float16.
         x32 = x.astype("float32")
-        # (a, b) -> (a cos - b sin, b cos + a sin) = x * cos + (-b, a) * sin
-        if positions_last:
-            rotated = x32 * cos.t() + paddle.matmul(self.swap, x32) * sin.t()
+        if paddle.in_dynamic_mode():
+            rotated = _Rotation.apply(x32, cos, sin, self.swap, positions_last)
         else:
-            rotated = x32 * cos + paddle.matmul(x32, self.swap, transpose_y=True) * sin
+            rotated = rotate_pairs(x32, cos, sin, self.swap, positions_last)
         return rotated.astype(x.dtype)

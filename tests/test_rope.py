@@ -97,3 +97,21 @@ def test_positions_last_layout_rotates_the_same_vectors():
         np.testing.assert_allclose(out[..., m], 0.5 * x[..., m] @ rotation_matrix(m + 4, 16).T, atol=1e-5)
     with pytest.raises(ValueError, match="dim=16"):
         layer(paddle.to_tensor(x).transpose([0, 1, 3, 2]), positions_last=True)
+
+
+@pytest.mark.parametrize("positions_last", [False, True])
+def test_gradient_is_the_transposed_rotation(positions_last):
+    """d/dx sum(w * scale * R_m x) = scale * R_m^T w, position by position (the layer's backward is
+    hand-written, so it is checked against the formula, not against autograd)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 9, 16)).astype("float32")
+    w = rng.standard_normal((2, 9, 16)).astype("float32")
+    if positions_last:
+        x, w = x.transpose(0, 2, 1), w.transpose(0, 2, 1)
+    x_t = paddle.to_tensor(x, stop_gradient=False)
+    out = RotaryPositionEmbedding(16)(x_t, offset=3, scale=0.5, positions_last=positions_last)
+    (out * paddle.to_tensor(w)).sum().backward()
+    grad = x_t.grad.numpy()
+    for m in range(9):
+        w_m, grad_m = (w[..., m], grad[..., m]) if positions_last else (w[:, m], grad[:, m])
+        np.testing.assert_allclose(grad_m, 0.5 * w_m @ rotation_matrix(m + 3, 16), atol=1e-5)
