@@ -50,8 +50,7 @@ def main():
     packed = paddle.randn([b, t, 2, HEAD_SIZE, n])
     packed.stop_gradient = False
     packed_grad = paddle.randn([b, t, 2, HEAD_SIZE, n])
-    angles = rope.angles(n)
-    cos, sin = (paddle.stack([f(angles), f(angles)], axis=-1).flatten(-2).t() for f in (paddle.cos, paddle.sin))
+    cos, sin = rope.tables(n, positions_last=True)
 
     def backward_through(make):
         def run():

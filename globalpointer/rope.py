@@ -58,21 +58,25 @@ class RotaryPositionEmbedding(nn.Layer):
         inv_freq = paddle.pow(paddle.to_tensor(self.base, dtype="float32"), -exponents)
         return positions.unsqueeze(-1) * inv_freq.unsqueeze(0)
 
+    def tables(self, seq_len, offset: int = 0, scale: float = 1.0, positions_last: bool = False):
+        """``cos`` and ``sin`` times ``scale``, ``[seq_len, dim]`` (``[dim, seq_len]`` with ``positions_last``),
+        each angle twice, for the two members of its pair."""
+        angles = self.angles(seq_len, offset)
+        cos, sin = paddle.cos(angles) * scale, paddle.sin(angles) * scale
+        # stacked, not repeat_interleave: paddle2onnx cannot convert that
+        cos, sin = paddle.stack([cos, cos], axis=-1).flatten(-2), paddle.stack([sin, sin], axis=-1).flatten(-2)
+        return (cos.t(), sin.t()) if positions_last else (cos, sin)
+
     def forward(self, x: paddle.Tensor, offset: int = 0, scale: float = 1.0,
                 positions_last: bool = False) -> paddle.Tensor:
         """``x`` rotated, times ``scale`` (folded into the cos/sin tables: no extra pass over x).
         ``positions_last``: ``x`` is ``[..., dim, seq_len]``, the layout in which GlobalPointer's
         query and key are ready for their matmul."""
-        feature_axis = -2 if positions_last else -1
+        feature_axis, position_axis = (-2, -1) if positions_last else (-1, -2)
         if x.shape[feature_axis] != self.dim:
             raise ValueError(f"RoPE built for dim={self.dim} got {x.shape[feature_axis]} features (shape {x.shape})")
         # paddle.shape, not .shape: the length stays symbolic in an exported static graph
-        angles = self.angles(paddle.shape(x)[-1 if positions_last else -2], offset)
-        # [L, dim] tables, each angle twice (stacked, not repeat_interleave: paddle2onnx cannot convert that)
-        cos, sin = paddle.cos(angles) * scale, paddle.sin(angles) * scale
-        cos, sin = paddle.stack([cos, cos], axis=-1).flatten(-2), paddle.stack([sin, sin], axis=-1).flatten(-2)
-        if positions_last:
-            cos, sin = cos.t(), sin.t()
+        cos, sin = self.tables(paddle.shape(x)[position_axis], offset, scale, positions_last)
         # Rotate in float32 whatever the input dtype: cos/sin of large m*theta lose precision in float16.
         x32 = x.astype("float32")
         if paddle.in_dynamic_mode():
