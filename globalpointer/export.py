@@ -19,7 +19,7 @@ from paddle.static import InputSpec
 
 from .errors import CheckpointError, UserError
 from .heads import decode_span_logits, _SpanHead
-from .model import WEIGHTS, load_checkpoint, resolve_checkpoint
+from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
 
 PROGRAM, PARAMS, ONNX = "inference.json", "inference.pdiparams", "model.onnx"
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
@@ -46,7 +46,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     os.makedirs(partial)
     save_static(loaded.model, partial)
     for name in os.listdir(loaded.directory):
-        if name != WEIGHTS and os.path.isfile(os.path.join(loaded.directory, name)):
+        if name not in (WEIGHTS, LEGACY_WEIGHTS) and os.path.isfile(os.path.join(loaded.directory, name)):
             shutil.copy(os.path.join(loaded.directory, name), partial)
     if onnx:
         export_onnx(partial, opset)

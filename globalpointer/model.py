@@ -1,8 +1,9 @@
 """Encoder + head, and the self-contained checkpoint directory.
 
-A checkpoint holds ``model_state.pdparams`` (encoder and head), ``config.yaml`` (the resolved run
+A checkpoint holds ``model.safetensors`` (encoder and head), ``config.yaml`` (the resolved run
 config), ``labels.json`` and the encoder's architecture and tokenizer files, so that evaluation and
-prediction need nothing but the directory.
+prediction need nothing but the directory.  Checkpoints of earlier versions hold a pickled
+``model_state.pdparams`` instead; it is read as data only (``weights.py``).
 """
 import json
 import os
@@ -16,9 +17,11 @@ from .config import RunConfig, dump_config, load_config
 from .encoders import Encoder, bert_tokenizer, encoder_from_checkpoint, save_encoder_files
 from .errors import CheckpointError
 from .heads import build_head
+from .weights import read_state, save_state
 
-WEIGHTS = "model_state.pdparams"
-CHECKPOINT_FILES = (WEIGHTS, "config.yaml", "labels.json", "config.json", "vocab.txt")
+WEIGHTS = "model.safetensors"
+LEGACY_WEIGHTS = "model_state.pdparams"
+METADATA_FILES = ("config.yaml", "labels.json", "config.json", "vocab.txt")
 
 
 class SpanModel(nn.Layer):
@@ -48,14 +51,14 @@ def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config:
     partial, previous = directory + ".partial", directory + ".previous"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    paddle.save(model.state_dict(), os.path.join(partial, WEIGHTS))
+    save_state(model.state_dict(), os.path.join(partial, WEIGHTS))
     with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
         out.write(dump_config(config))
     with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
         json.dump(labels, out, ensure_ascii=False, indent=1)
     save_encoder_files(encoder, partial)
     for name, state in (extra_state or {}).items():
-        paddle.save(state, os.path.join(partial, name))
+        save_state(state, os.path.join(partial, name))
     for name, obj in (extra_json or {}).items():
         with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
             json.dump(obj, out, indent=1)
@@ -84,7 +87,11 @@ class LoadedModel(NamedTuple):
 
 
 def _check_files(directory: str, names) -> None:
-    missing = [name for name in names if not os.path.isfile(os.path.join(directory, name))]
+    def present(name):
+        legacy = name == WEIGHTS and os.path.isfile(os.path.join(directory, LEGACY_WEIGHTS))
+        return legacy or os.path.isfile(os.path.join(directory, name))
+
+    missing = [name for name in names if not present(name)]
     if missing:
         raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
 
@@ -99,9 +106,33 @@ def _read_labels(directory: str) -> List[str]:
     return labels
 
 
+def weights_file(directory: str) -> str:
+    """The checkpoint's weights: safetensors, or the pickled file of an earlier version."""
+    for name in (WEIGHTS, LEGACY_WEIGHTS):
+        if os.path.isfile(os.path.join(directory, name)):
+            return os.path.join(directory, name)
+    raise CheckpointError(f"{directory}: not a complete checkpoint, missing {WEIGHTS}")
+
+
+def load_weights(model: nn.Layer, directory: str) -> None:
+    """Set ``model``'s weights from a checkpoint directory; every parameter must be there with its shape."""
+    path = weights_file(directory)
+    state = read_state(path)
+    expected = model.state_dict()
+    problems = [f"{name} missing" for name in expected if name not in state]
+    problems += [f"{name} is {list(state[name].shape)} in the file but {list(value.shape)} in the model"
+                 for name, value in expected.items() if name in state and list(state[name].shape) != list(value.shape)]
+    problems += [f"{name} is not a parameter of the model" for name in state if name not in expected]
+    if problems:
+        raise CheckpointError(f"{path} does not match the model built from its config.yaml and labels.json "
+                              f"(different head, encoder or number of types): {'; '.join(problems[:5])}"
+                              f"{f' (and {len(problems) - 5} more)' if len(problems) > 5 else ''}")
+    model.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
+
+
 def load_metadata(directory: str, overrides: List[str] = None):
     """Config, labels and tokenizer of a checkpoint or export directory, without the weights."""
-    _check_files(directory, CHECKPOINT_FILES[1:])
+    _check_files(directory, METADATA_FILES)
     config = load_config(os.path.join(directory, "config.yaml"), overrides)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
@@ -112,7 +143,7 @@ def load_metadata(directory: str, overrides: List[str] = None):
 
 def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
     directory = resolve_checkpoint(directory)
-    _check_files(directory, CHECKPOINT_FILES)
+    _check_files(directory, (WEIGHTS,) + METADATA_FILES)
     config = load_config(os.path.join(directory, "config.yaml"), overrides)
     labels = _read_labels(directory)
     try:
@@ -121,15 +152,6 @@ def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
         raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json/vocab.txt ({error})") from None
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
     model = build_model(config, encoder, len(labels))
-    try:
-        state = paddle.load(os.path.join(directory, WEIGHTS))
-    except Exception as error:  # a truncated or foreign file fails inside pickle or paddle
-        raise CheckpointError(f"{directory}/{WEIGHTS} is corrupted or unreadable ({type(error).__name__}); "
-                              f"use another checkpoint or train again") from None
-    expected = {name: list(value.shape) for name, value in model.state_dict().items()}
-    if not isinstance(state, dict) or {name: list(value.shape) for name, value in state.items()} != expected:
-        raise CheckpointError(f"{directory}/{WEIGHTS} does not match its config.yaml and labels.json "
-                              f"(different head, encoder or number of types)")
-    model.set_state_dict(state)
+    load_weights(model, directory)
     model.eval()
     return LoadedModel(model, encoder, config, labels, directory)

@@ -21,13 +21,14 @@ from .errors import CheckpointError
 from .files import atomic_write_json, atomic_write_text
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
-from .model import build_model, resolve_checkpoint, write_checkpoint
+from .model import build_model, load_weights, resolve_checkpoint, write_checkpoint
 from .runtime import Runtime, seed_everything, setup_runtime
+from .weights import read_state
 
 log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
-OPTIMIZER_STATE = "optimizer.pdopt"
+OPTIMIZER_STATE = "optimizer.safetensors"
 METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
 
 
@@ -293,7 +294,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
                "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
     if test_records and runtime.is_main:
-        _load_weights(best_dir, model)
+        load_weights(model, resolve_checkpoint(best_dir))
         report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)
         summary["test"] = report["micro"]
         atomic_write_json(os.path.join(run_dir, "test_report.json"), report)
@@ -303,20 +304,14 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     return summary
 
 
-def _load_weights(directory: str, model) -> None:
-    from .model import WEIGHTS
-
-    model.set_state_dict(paddle.load(os.path.join(resolve_checkpoint(directory), WEIGHTS)))
-
-
 def _restore(directory: str, model, optimizer) -> Progress:
     try:
         with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
             progress = Progress(**json.load(handle))
-        optimizer_state = paddle.load(os.path.join(directory, OPTIMIZER_STATE))
     except (OSError, ValueError, TypeError) as error:
-        raise CheckpointError(f"{directory}: cannot resume, the trainer or optimizer state is missing or "
-                              f"corrupted ({error}); start without --resume") from None
-    _load_weights(directory, model)
+        raise CheckpointError(f"{directory}: cannot resume, the trainer state is missing or corrupted ({error}); "
+                              f"start without --resume") from None
+    optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
+    load_weights(model, directory)
     optimizer.set_state_dict(optimizer_state)
     return progress

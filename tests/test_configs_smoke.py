@@ -27,4 +27,4 @@ def test_config_smoke(name, shared_data, tmp_path, monkeypatch):
         arguments += ["--set", override]
     assert train_main(arguments) == 0
     summary = json.load(open(tmp_path / "run" / "summary.json"))
-    assert summary["steps"] >= 1 and os.path.isfile(tmp_path / "run" / "best" / "model_state.pdparams")
+    assert summary["steps"] >= 1 and os.path.isfile(tmp_path / "run" / "best" / "model.safetensors")

@@ -13,7 +13,7 @@ def test_training_learns_nested_entities(trained):
     assert summary["best_dev_f1"] > 0.9, summary
     assert summary["gold_spans_lost_in_alignment"] == 0 and summary["gold_spans_dropped_by_head"] == 0
     run = trained / "run"
-    for name in ("config.yaml", "metrics.csv", "dev_report.json", "best/model_state.pdparams", "last/optimizer.pdopt",
+    for name in ("config.yaml", "metrics.csv", "dev_report.json", "best/model.safetensors", "last/optimizer.safetensors",
                  "last/trainer_state.json", "best/vocab.txt", "best/labels.json"):
         assert (run / name).exists(), name
     rows = open(run / "metrics.csv").read().splitlines()
@@ -84,7 +84,7 @@ def test_checkpoint_errors_are_clear(tmp_path, capsys):
     broken.mkdir()
     (broken / "config.yaml").write_text("model:\n  encoder: tiny\n")
     assert evaluate_main(["--model", str(broken), "--data", "x"]) == 2
-    assert "missing model_state.pdparams" in capsys.readouterr().err
+    assert "missing model.safetensors" in capsys.readouterr().err
 
 
 def test_crf_tagger_baseline_cannot_learn_nested_spans(tmp_path):
