@@ -8,6 +8,7 @@ from typing import List, Optional
 
 from .config import dump_config, load_config
 from .errors import UserError
+from .files import check_output_file
 
 log = logging.getLogger("globalpointer")
 
@@ -38,7 +39,12 @@ def _run(main, argv: Optional[List[str]]) -> int:
 def _train(argv):
     parser = argparse.ArgumentParser(prog="train.py", description="Train a GlobalPointer entity extractor.")
     _config_arguments(parser, config_required=True)
-    parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="replace the run in OUTPUT_DIR (without it, a directory holding a run is an error)")
+    parser.add_argument("--resume-anyway", action="store_true",
+                        help="with --resume: continue although the config changed keys that shape training")
     args = parser.parse_args(argv)
     config = load_config(args.config, args.set)
     if args.print_config:
@@ -46,7 +52,7 @@ def _train(argv):
         return 0
     from .training import train
 
-    summary = train(config, resume=args.resume)
+    summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway)
     print(json.dumps({k: v for k, v in summary.items() if k != "labels"}, indent=1))
     return 0
 
@@ -74,12 +80,23 @@ def _load_for_inference(args):
     return config, labels, extractor
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
+
+
 def _inference_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
                                                        "export directory (python -m globalpointer.export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
-    parser.add_argument("--batch-size", type=int, default=0, help="windows per batch (default: train.eval_batch_size)")
+    parser.add_argument("--batch-size", type=_positive_int, default=0,
+                        help="windows per batch (default: train.eval_batch_size)")
 
 
 def _evaluate(argv):
@@ -100,6 +117,9 @@ def _evaluate(argv):
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
+    if args.output:
+        check_output_file(args.output, "--output", [path])
+        check_output_file(_predictions_path(args.output), "--output (its .predictions.jsonl)", [path])
     records = load_split(config, "data", path)
     check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
@@ -108,12 +128,16 @@ def _evaluate(argv):
     print(format_report(report))
     if args.output:
         atomic_write_json(args.output, report)
-        stem = args.output[:-5] if args.output.endswith(".json") else args.output
         lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
                              "gold": r.entity_dicts()}, ensure_ascii=False) for r, p in zip(records, predicted)]
-        atomic_write_text(stem + ".predictions.jsonl", "\n".join(lines) + "\n")
-        log.info("wrote %s and %s", args.output, stem + ".predictions.jsonl")
+        atomic_write_text(_predictions_path(args.output), "\n".join(lines) + "\n")
+        log.info("wrote %s and %s", args.output, _predictions_path(args.output))
     return 0
+
+
+def _predictions_path(report_path: str) -> str:
+    stem = report_path[:-5] if report_path.endswith(".json") else report_path
+    return stem + ".predictions.jsonl"
 
 
 def _predict(argv):
@@ -124,12 +148,14 @@ def _predict(argv):
     parser.add_argument("--output", default="-", help="JSON lines out, one per input line; - for standard output")
     parser.add_argument("--input-format", default="auto", choices=("auto", "text", "jsonl"),
                         help="auto: JSON lines if the first line is a JSON object with a text field")
-    parser.add_argument("--lines-per-chunk", type=int, default=512, help="lines read and predicted at a time")
+    parser.add_argument("--lines-per-chunk", type=_positive_int, default=512, help="lines read and predicted at a time")
     args = parser.parse_args(argv)
     from .predictor import predict_file
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
+    if args.output != "-":
+        check_output_file(args.output, "--output", [args.input])
     _, _, extractor = _load_for_inference(args)
     lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
     log.info("%d lines, %d with an error field", lines, failed)

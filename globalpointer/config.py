@@ -5,6 +5,7 @@ key is an error that names the closest valid one, and values are type-checked be
 """
 import dataclasses
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -107,14 +108,19 @@ def _coerce(value: Any, annotation, path: List[str]):
             return value
         raise ConfigError(f"{name}: expected a whole number, got {value!r}")
     if annotation is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{name}: expected a number, got {value!r}")
+        if number is None:
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        if not math.isfinite(number):  # a NaN learning rate or threshold trains or predicts nothing, silently
+            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+        return number
     if annotation is str:
         if isinstance(value, str):
             return value
@@ -154,6 +160,21 @@ def to_dict(config) -> Dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def flatten_config(config) -> Dict[str, Any]:
+    """``{"train.lr": 5e-05, ...}``: every key by its dotted name, as ``--set`` writes it."""
+    flat: Dict[str, Any] = {}
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[prefix + key] = value
+
+    walk(to_dict(config), "")
+    return flat
+
+
 def _parse_override(item: str):
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.lr=3e-5")
@@ -183,6 +204,9 @@ def read_yaml(path: str) -> Dict[str, Any]:
     with open(path, encoding="utf-8") as handle:
         try:
             tree = yaml.safe_load(handle)
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"{path}: not UTF-8 text ({error.reason}); "
+                              f"save the config as UTF-8") from None
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path

@@ -12,9 +12,9 @@ import importlib.util
 import json
 import os
 import shutil
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple
 
-from .errors import CheckpointError, EncoderError
+from .errors import CheckpointError, ConfigError, EncoderError
 from .weights import read_state, save_state
 
 BUNDLED = {
@@ -220,14 +220,21 @@ def load_encoder(spec: str) -> Encoder:
     return Encoder(model, tokenizer, model.config.hidden_size)
 
 
-def encoder_from_checkpoint(directory: str) -> Tuple[object, object]:
+def check_position_limit(config, model) -> None:
+    """``data.max_length`` within the encoder's position table, checked before any work."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit and config.data.max_length > limit:
+        raise ConfigError(f"data.max_length={config.data.max_length} exceeds the {limit} positions of encoder "
+                          f"{config.model.encoder!r}; set data.max_length to {limit} or less (longer texts become "
+                          f"sliding windows anyway)")
+
+
+def encoder_architecture(directory: str):
     """An encoder with the architecture saved in a checkpoint, weights left to the caller."""
     from paddlenlp.transformers import AutoConfig, AutoModel
 
     quiet_paddlenlp()
-    config = AutoConfig.from_pretrained(directory)
-    model = AutoModel.from_config(config)
-    return model, bert_tokenizer(os.path.join(directory, "vocab.txt"))
+    return AutoModel.from_config(AutoConfig.from_pretrained(directory))
 
 
 def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:

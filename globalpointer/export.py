@@ -36,7 +36,25 @@ def save_static(model: paddle.nn.Layer, directory: str) -> None:
     paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
 
 
+def check_export_target(output: str, checkpoint: str) -> None:
+    """An export replaces only an earlier export: never the checkpoint, a folder holding it or the
+    current directory, nor a folder with anything else in it."""
+    target = os.path.realpath(output)
+    for what, path in (("the checkpoint", os.path.realpath(checkpoint)), ("the current directory", os.getcwd())):
+        if path == target or path.startswith(target.rstrip(os.sep) + os.sep):
+            raise UserError(f"--output {output} would replace {what} ({path}); export into a new directory, "
+                            f"e.g. --output RUN/export")
+    if os.path.exists(output):
+        if not os.path.isdir(output):
+            raise UserError(f"--output {output} is a file; name a directory to create")
+        if os.listdir(output) and not is_export(output):
+            raise UserError(f"--output {output} exists and holds files that are not an export; name a new directory "
+                            f"(an earlier export there would be replaced, anything else is left alone)")
+
+
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17) -> List[str]:
+    output = os.path.normpath(output)
+    check_export_target(output, checkpoint)
     loaded = load_checkpoint(checkpoint)
     if not isinstance(loaded.model.head, _SpanHead):
         raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
@@ -50,8 +68,12 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             shutil.copy(os.path.join(loaded.directory, name), partial)
     if onnx:
         export_onnx(partial, opset)
-    shutil.rmtree(output, ignore_errors=True)
+    previous = output + ".previous"
+    if os.path.isdir(output):  # an earlier export: swapped out, then removed
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(output, previous)
     os.replace(partial, output)
+    shutil.rmtree(previous, ignore_errors=True)
     return sorted(os.listdir(output))
 
 
@@ -103,7 +125,8 @@ class InferenceModel:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m globalpointer.export", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/cluener-gp/best")
-    parser.add_argument("--output", required=True, help="export directory to create (replaced if it exists)")
+    parser.add_argument("--output", required=True, help="export directory to create (an earlier export there is replaced; "
+                                                            "anything else is refused)")
     parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
     args = parser.parse_args(argv)

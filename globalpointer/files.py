@@ -1,7 +1,27 @@
-"""Atomic writes: a reader (or a crash) never sees half a report."""
+"""Output files: written atomically (a reader, or a crash, never sees half a report), and checked
+before any work so that a run never ends by destroying its input or failing to write its result."""
 import json
 import os
 import tempfile
+from typing import Sequence
+
+from .errors import UserError
+
+
+def check_output_file(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
+    """``path`` can be written as a file and is none of ``inputs`` (by name, link or inode)."""
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a directory; name a file, e.g. {os.path.join(path, 'out.jsonl')}")
+    for source in inputs:
+        if source and source != "-" and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
+            raise UserError(f"{flag} {path} is the input file {source}; writing it would destroy the input: "
+                            f"name another output file")
+    directory = os.path.dirname(os.path.abspath(path))
+    parent = directory
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot write into {parent}; choose another location")
 
 
 def atomic_write_text(path: str, text: str) -> None:

@@ -14,7 +14,7 @@ import paddle
 from paddle import nn
 
 from .config import RunConfig, dump_config, load_config
-from .encoders import Encoder, bert_tokenizer, encoder_from_checkpoint, save_encoder_files
+from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
 from .errors import CheckpointError
 from .heads import build_head
 from .weights import read_state, save_state
@@ -22,6 +22,7 @@ from .weights import read_state, save_state
 WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"
 METADATA_FILES = ("config.yaml", "labels.json", "config.json", "vocab.txt")
+CHECKPOINT_INFO = "checkpoint.json"  # what loading checks the other files against (vocabulary size)
 
 
 class SpanModel(nn.Layer):
@@ -57,6 +58,8 @@ def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config:
     with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
         json.dump(labels, out, ensure_ascii=False, indent=1)
     save_encoder_files(encoder, partial)
+    with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
+        json.dump({"vocab_tokens": len(encoder.tokenizer.vocab)}, out)
     for name, state in (extra_state or {}).items():
         save_state(state, os.path.join(partial, name))
     for name, obj in (extra_json or {}).items():
@@ -138,18 +141,34 @@ def load_metadata(directory: str, overrides: List[str] = None):
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
         raise CheckpointError(f"{directory}/vocab.txt cannot be read ({error})") from None
+    _check_vocabulary(directory, tokenizer)
     return config, _read_labels(directory), tokenizer
+
+
+def _check_vocabulary(directory: str, tokenizer) -> None:
+    """A truncated vocab.txt would still predict, mapping the lost tokens to [UNK]."""
+    info = os.path.join(directory, CHECKPOINT_INFO)
+    if not os.path.isfile(info):  # checkpoints of earlier versions
+        return
+    try:
+        with open(info, encoding="utf-8") as handle:
+            expected = json.load(handle)["vocab_tokens"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointError(f"{info} is corrupted: expected {{\"vocab_tokens\": N}}") from None
+    if len(tokenizer.vocab) != expected:
+        raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
+                              f"{expected}; the file is truncated or replaced: restore it from the run")
 
 
 def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
     directory = resolve_checkpoint(directory)
     _check_files(directory, (WEIGHTS,) + METADATA_FILES)
-    config = load_config(os.path.join(directory, "config.yaml"), overrides)
-    labels = _read_labels(directory)
+    config, labels, tokenizer = load_metadata(directory, overrides)
     try:
-        encoder_model, tokenizer = encoder_from_checkpoint(directory)
-    except Exception as error:  # PaddleNLP raises many kinds for unreadable config/vocab files
-        raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json/vocab.txt ({error})") from None
+        encoder_model = encoder_architecture(directory)
+    except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json
+        raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
+    check_position_limit(config, encoder_model)
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
     model = build_model(config, encoder, len(labels))
     load_weights(model, directory)

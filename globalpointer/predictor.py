@@ -4,6 +4,7 @@ Input lines are plain text or JSON objects with a ``text`` field.  Each output l
 ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` (for JSON input, the input's
 other fields are kept); a line that cannot be read gets ``"error"`` instead of failing the run.
 """
+import codecs
 import json
 import os
 import sys
@@ -67,6 +68,8 @@ def predict_stream(extractor: Extractor, source: BinaryIO, sink: TextIO, input_f
     lines = failed = 0
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True)
     for chunk in read_chunks(source, lines_per_chunk):
+        if lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
+            chunk[0] = chunk[0][len(codecs.BOM_UTF8):]
         if input_format == "auto":
             first = next((raw for raw in chunk if raw.strip()), None)
             if first is not None:
@@ -101,8 +104,14 @@ def predict_file(extractor: Extractor, input_path: str, output_path: str, input_
         directory = os.path.dirname(os.path.abspath(output_path))
         os.makedirs(directory, exist_ok=True)
         partial = output_path + ".partial"
-        with open(partial, "w", encoding="utf-8") as sink:
-            counts = predict_stream(extractor, source, sink, input_format, lines_per_chunk, total)
+        try:
+            with open(partial, "w", encoding="utf-8") as sink:
+                counts = predict_stream(extractor, source, sink, input_format, lines_per_chunk, total)
+        except KeyboardInterrupt:
+            with open(partial, "rb") as done:
+                written = sum(1 for _ in done)
+            raise KeyboardInterrupt(f"interrupted: {output_path} was not written; the output lines of the first "
+                                    f"{written} input lines are in {partial}") from None
         os.replace(partial, output_path)
         return counts
     finally:

@@ -6,18 +6,19 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import time
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import paddle
 from tqdm import tqdm
 
-from .config import RunConfig, dump_config, require_files
+from .config import RunConfig, dump_config, flatten_config, load_config, require_files
 from .data.batching import collate, length_grouped_batches
 from .data.splits import check_types, infer_labels, load_split, text_encoder_for
-from .encoders import load_encoder
-from .errors import CheckpointError
+from .encoders import check_position_limit, load_encoder
+from .errors import CheckpointError, ConfigError
 from .files import atomic_write_json, atomic_write_text
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.safetensors"
+# What a run writes into its directory; --overwrite removes exactly these, nothing else in it.
+RUN_FILES = ("best", "last", "best.previous", "last.previous", "best.partial", "last.partial", "metrics.csv",
+             "metrics.png", "config.yaml", "dev_report.json", "test_report.json", "summary.json")
 METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
 
 
@@ -44,6 +48,7 @@ class Progress:
     dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
     seconds: float = 0.0  # wall time, evaluations included
     eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
+    evaluated_step: int = -1  # global_step of the latest evaluation
 
 
 def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
@@ -54,6 +59,43 @@ def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
         log.warning("train.amp=%s is ignored on CPU; training in float32", requested)
         return None
     return requested
+
+
+def check_run_directory(run_dir: str, resume: bool, overwrite: bool) -> None:
+    """Before any work: a finished run is never replaced by accident, and the directory is usable."""
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ConfigError(f"output_dir {run_dir} is a file, not a directory; set output_dir to a directory "
+                          f"(--set output_dir=runs/NAME)")
+    held = [name for name in RUN_FILES[:7] if os.path.exists(os.path.join(run_dir, name))]
+    if held and not (resume or overwrite):
+        raise ConfigError(f"output_dir {run_dir} already holds a run ({', '.join(held)}); pass --resume to continue "
+                          f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"output_dir {run_dir} cannot be created ({error.strerror}); choose another") from None
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"output_dir {run_dir} is not writable; choose another (--set output_dir=...)")
+
+
+def remove_run_files(run_dir: str) -> None:
+    for name in RUN_FILES:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+# Keys that may change on --resume: they decide what is evaluated, kept or shown, not what is learned.
+RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "train.eval_batch_size",
+                     "train.eval_every", "train.patience", "train.log_every", "device", "cpu_threads", "output_dir"}
+
+
+def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
+    before, after = flatten_config(saved), flatten_config(new)
+    return [f"{key} was {before[key]!r}, now {after.get(key)!r}" for key in before
+            if key not in RESUME_MAY_CHANGE and before[key] != after.get(key)]
 
 
 def step_seed(seed: int, global_step: int) -> int:
@@ -126,13 +168,17 @@ def _append_metrics(path: str, row: dict) -> None:
         writer.writerow({k: row[k] for k in METRICS_COLUMNS})
 
 
-def train(config: RunConfig, resume: bool = False, build: Callable = build_model) -> dict:
+def train(config: RunConfig, resume: bool = False, build: Callable = build_model, overwrite: bool = False,
+          resume_anyway: bool = False) -> dict:
     """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary.
 
+    A directory that holds a run is continued (``resume``, which refuses a changed config unless
+    ``resume_anyway``) or replaced (``overwrite``); otherwise it is an error, before any work.
     ``build(config, encoder, num_types)`` makes the model: another model (bench/vs_paddlenlp_f1.py
     trains PaddleNLP's GlobalPointer this way) needs the same call signature and a ``head`` with
     ``loss`` and ``decode``, and its checkpoints load only with it."""
     require_files(config, ["train"])
+    check_run_directory(config.output_dir, resume, overwrite)
     runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
     seed_everything(config.train.seed)
     run_dir = config.output_dir
@@ -146,6 +192,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     check_types(test_records, labels)
 
     encoder = load_encoder(config.model.encoder)
+    check_position_limit(config, encoder.model)
     text_encoder = text_encoder_for(config, encoder.tokenizer)
     # The checkpoint records what "auto" became and the labels, so a checkpoint is unambiguous.
     config.data.tokenization = text_encoder.mode
@@ -165,12 +212,17 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     progress = Progress()
     metrics_path = os.path.join(run_dir, "metrics.csv")
     if resume:
-        progress = _restore(resolve_checkpoint(last_dir), model, optimizer)
+        last = resolve_checkpoint(last_dir)
+        conflicts = resume_conflicts(load_config(os.path.join(last, "config.yaml")), config)
+        if conflicts and not resume_anyway:
+            raise ConfigError(f"--resume: the config differs from the run's ({last}/config.yaml) in what an identical "
+                              f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
+                              f"--overwrite or another output_dir, or pass --resume-anyway")
+        progress = _restore(last, model, optimizer)
         log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
-    elif runtime.is_main and os.path.isdir(last_dir):
-        log.warning("%s already holds a run; it will be overwritten (use --resume to continue it)", run_dir)
+    elif overwrite and runtime.is_main:
+        remove_run_files(run_dir)
     if runtime.is_main:
-        os.makedirs(run_dir, exist_ok=True)
         atomic_write_text(os.path.join(run_dir, "config.yaml"), dump_config(config))
         _keep_metrics_until(metrics_path, progress.global_step)
 
@@ -195,6 +247,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
             f1 = report["micro"]["f1"]
         else:
             report, f1 = None, 0.0
+        progress.evaluated_step = progress.global_step
         improved = f1 > progress.best_f1 or not dev_records  # without dev data the latest model is kept
         if improved:
             progress.best_f1, progress.best_step, progress.evals_since_best = f1, progress.global_step, 0
@@ -285,7 +338,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
         raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {last_dir}, continue with --resume")
     if stopped_early and runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
-    if config.train.eval_every and progress.global_step % config.train.eval_every and not stopped_early:
+    if progress.evaluated_step != progress.global_step:  # steps after the last evaluation
         evaluate_and_save()
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,

@@ -99,8 +99,8 @@ def test_crf_tagger_baseline_cannot_learn_nested_spans(tmp_path):
 
 def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
     config = tiny_config(tmp_path, train__epochs=2)
-    for _ in range(2):  # the second run overwrites the first: one metrics row per epoch, not four
-        assert train_main(["--config", config, "--set", "data.dev="]) == 0
+    for extra in ([], ["--overwrite"]):  # the second run replaces the first: one metrics row per epoch, not four
+        assert train_main(["--config", config, "--set", "data.dev="] + extra) == 0
     rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()
     assert len(rows) == 3
     summary = json.load(open(tmp_path / "run" / "summary.json"))

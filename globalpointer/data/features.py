@@ -42,11 +42,14 @@ class AlignmentReport:
     def lost(self) -> int:
         return len(self.unaligned) + len(self.unwindowed)
 
-    def log(self, name: str) -> None:
+    def log(self, name: str, mode: str) -> None:
         if self.unaligned:
+            # In char mode only whitespace is no token: the entity's own offsets are off.
+            remedy = ("they start or end on whitespace (such as the full-width space U+3000), which is never a token; "
+                      "fix those entities' offsets" if mode == "char" else
+                      "data.tokenization=char avoids this for Chinese")
             log.warning("%s: %d of %d gold spans have a boundary inside a token and cannot be learned or found "
-                        "(e.g. %s); data.tokenization=char avoids this for Chinese", name, len(self.unaligned),
-                        self.total, "; ".join(self.unaligned[:3]))
+                        "(e.g. %s); %s", name, len(self.unaligned), self.total, "; ".join(self.unaligned[:3]), remedy)
         if self.unwindowed:
             log.warning("%s: %d gold spans fit in no window (e.g. %s); raise data.max_length or data.window_overlap",
                         name, len(self.unwindowed), "; ".join(self.unwindowed[:3]))
@@ -95,6 +98,13 @@ class TextEncoder:
             if end > start:
                 ids.append(token_id)
                 offsets.append((start, end))
+        # A tokenizer that strips accents gives no token to a combining mark ("Cafe\u0301"): it belongs
+        # to the token before it, so that no span ends between a letter and its accent.
+        for i, (start, end) in enumerate(offsets):
+            limit = offsets[i + 1][0] if i + 1 < len(offsets) else len(text)
+            while end < limit and unicodedata.combining(text[end]):
+                end += 1
+            offsets[i] = (start, end)
         return TokenizedText(ids, offsets)
 
     def window_starts(self, num_tokens: int) -> List[int]:
@@ -151,7 +161,7 @@ class TextEncoder:
                     text = record.text[tokens.offsets[s][0]:tokens.offsets[e][1]]
                     report.unwindowed.append(f"{record.source} {text!r}")
             windows.extend(record_windows)
-        report.log(name)
+        report.log(name, self.mode)
         return windows, report
 
 

@@ -58,32 +58,58 @@ def read_text(path: str) -> str:
 # ---- JSON formats ------------------------------------------------------------------------------
 
 def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
-    """(line number, object) for a JSON array file or a JSON-lines file."""
-    decoder = json.JSONDecoder()
+    """(line number, object) for a JSON array file or a JSON-lines file.  An array must be the whole
+    file: a missing ``]`` or anything after it would silently lose records, so both are errors."""
     stripped = text.lstrip()
     if stripped.startswith("["):
-        position = len(text) - len(stripped) + 1
-        line, counted_to = 1, 0
-        while True:
-            while position < len(text) and text[position] in " \t\r\n,":
-                position += 1
-            if position >= len(text) or text[position] == "]":
+        yield from _iter_json_array(path, text, len(text) - len(stripped))
+        return
+    for number, line_text in enumerate(text.splitlines(), 1):
+        if not line_text.strip():
+            continue
+        try:
+            yield number, json.loads(line_text)
+        except json.JSONDecodeError as error:
+            on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
+
+
+def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, dict]]:
+    decoder = json.JSONDecoder()
+
+    def line_at(position: int) -> int:
+        return text.count("\n", 0, position) + 1
+
+    def skip_space(position: int) -> int:
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        return position
+
+    position, expect_record = skip_space(opening + 1), True
+    if position < len(text) and text[position] == "]":
+        expect_record = False
+    while True:
+        if position >= len(text):
+            raise DataError(f"{path}:{line_at(opening)}: the JSON array opened here is never closed (no ']' before "
+                            f"the end of the file); the file may be truncated")
+        if not expect_record:
+            if text[position] == "]":
+                end = skip_space(position + 1)
+                if end < len(text):
+                    raise DataError(f"{path}:{line_at(end)}: text after the JSON array that ends on line "
+                                    f"{line_at(position)}; a file holds one array, or one JSON object per line")
                 return
-            line += text.count("\n", counted_to, position)
-            counted_to = position
-            try:
-                obj, position = decoder.raw_decode(text, position)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}:{text.count(chr(10), 0, error.pos) + 1}: malformed JSON: {error.msg}") from None
-            yield line, obj
-    else:
-        for number, line_text in enumerate(text.splitlines(), 1):
-            if not line_text.strip():
+            if text[position] != ",":
+                raise DataError(f"{path}:{line_at(position)}: expected ',' or ']' after a record of the JSON array, "
+                                f"got {text[position:position + 20]!r}")
+            position = skip_space(position + 1)
+            if position >= len(text):
                 continue
-            try:
-                yield number, json.loads(line_text)
-            except json.JSONDecodeError as error:
-                on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
+        try:
+            obj, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{line_at(error.pos)}: malformed JSON: {error.msg}") from None
+        yield line_at(position), obj
+        position, expect_record = skip_space(end), False
 
 
 def _text_of(obj, where: str) -> str:
@@ -113,6 +139,13 @@ def check_entity(text: str, start, end, entity_type, where: str, expected_text: 
     return Entity(start, end, entity_type)
 
 
+def _entity_list(obj: dict, where: str) -> list:
+    entities = obj.get("entities") or []
+    if not isinstance(entities, list):
+        raise DataError(f"{where}: \"entities\" must be a list of objects, got {entities!r}")
+    return entities
+
+
 def parse_cluener(obj, where: str) -> Record:
     text = _text_of(obj, where)
     entities = []
@@ -120,7 +153,12 @@ def parse_cluener(obj, where: str) -> Record:
     if not isinstance(labels, dict):
         raise DataError(f"{where}: \"label\" must map types to {{entity: [[start, end]]}}")
     for entity_type, mentions in labels.items():
-        for mention, positions in (mentions or {}).items():
+        if not isinstance(mentions, dict):
+            raise DataError(f"{where}: label {entity_type!r} must map each entity text to its positions, "
+                            f"{{\"text\": [[start, end]]}}, got {mentions!r}")
+        for mention, positions in mentions.items():
+            if not isinstance(positions, list):
+                raise DataError(f"{where}: {entity_type} {mention!r}: expected a list of [start, end], got {positions!r}")
             for pair in positions:
                 if not isinstance(pair, list) or len(pair) != 2:
                     raise DataError(f"{where}: {entity_type} {mention!r}: expected [start, end], got {pair!r}")
@@ -132,7 +170,9 @@ def parse_cluener(obj, where: str) -> Record:
 def parse_cmeee(obj, where: str) -> Record:
     text = _text_of(obj, where)
     entities = []
-    for item in obj.get("entities") or []:
+    for item in _entity_list(obj, where):
+        if not isinstance(item, dict):
+            raise DataError(f"{where}: each entity must be an object with start_idx, end_idx and type, got {item!r}")
         end = item.get("end_idx")
         entities.append(check_entity(text, item.get("start_idx"), end + 1 if isinstance(end, int) else end,
                                      item.get("type"), where, item.get("entity")))
@@ -142,9 +182,9 @@ def parse_cmeee(obj, where: str) -> Record:
 def parse_jsonl(obj, where: str) -> Record:
     text = _text_of(obj, where)
     entities = []
-    for item in obj.get("entities") or []:
+    for item in _entity_list(obj, where):
         if not isinstance(item, dict):
-            raise DataError(f"{where}: each entity must be an object with start, end and type")
+            raise DataError(f"{where}: each entity must be an object with start, end and type, got {item!r}")
         entities.append(check_entity(text, item.get("start"), item.get("end"), item.get("type"), where,
                                      item.get("text")))
     return Record(text, sorted(set(entities)), where)
@@ -158,7 +198,7 @@ def json_format_of(obj) -> str:
         if "label" in obj:
             return "cluener"
         entities = obj.get("entities") or []
-        if entities and isinstance(entities[0], dict) and "start_idx" in entities[0]:
+        if isinstance(entities, list) and entities and isinstance(entities[0], dict) and "start_idx" in entities[0]:
             return "cmeee"
     return "jsonl"
 
@@ -221,6 +261,8 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
     """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out."""
     text = read_text(path)
     fmt = detect_format(path, text) if format == "auto" else format
+    if format == "auto":  # said once per file: a file read in the wrong format is noticed before training
+        log.info("%s: format %s (detected; set data.format to read it otherwise)", path, fmt)
     policy = ErrorPolicy(on_error)
     records: List[Record] = []
 
