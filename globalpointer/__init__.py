@@ -4,3 +4,8 @@ import warnings
 # Noise that paddle prints on import and that no user can act on.
 warnings.filterwarnings("ignore", message="No ccache found")
 warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+
+# Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
+from .mathlib import configure_mkl
+
+MATH_LIBRARY = configure_mkl()

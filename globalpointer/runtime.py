@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import paddle
 
+from . import MATH_LIBRARY
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
     paddle.set_device(chosen)
     if chosen == "cpu":
         # `import paddle` pins OMP_NUM_THREADS to 1 when it is unset: one core of two would idle.
-        paddle.base.core.set_num_threads(cpu_thread_count(cpu_threads, world_size))
+        threads = cpu_thread_count(cpu_threads, world_size)
+        paddle.base.core.set_num_threads(threads)
+        log.info("%s; %d thread(s)", MATH_LIBRARY, threads)
     if world_size > 1:
         paddle.distributed.init_parallel_env()
     return Runtime(chosen, rank, world_size)

@@ -30,3 +30,46 @@ def test_cpu_threads_shared_between_processes():
 def test_step_seeds_differ_per_step_and_repeat():
     assert step_seed(42, 10) == step_seed(42, 10) != step_seed(42, 11)
     assert 0 <= step_seed(2 ** 40, 5) < 2 ** 31
+
+
+def test_mkl_takes_its_avx2_path_only_on_non_intel_cpus_with_avx2():
+    from globalpointer.mathlib import CpuInfo, choose_mkl_cpu_type, configure_mkl
+
+    amd = CpuInfo("AuthenticAMD", "AMD EPYC", {"avx", "avx2", "fma"})
+    assert choose_mkl_cpu_type(amd, {}).value == "5"
+    assert choose_mkl_cpu_type(CpuInfo("GenuineIntel", "Xeon", {"avx2", "fma"}), {}).value is None
+    assert choose_mkl_cpu_type(CpuInfo("AuthenticAMD", "Opteron", {"avx", "sse4_2"}), {}).value is None
+    assert choose_mkl_cpu_type(CpuInfo("HygonGenuine", "Hygon", {"avx2", "fma"}), {}).value == "5"
+    assert choose_mkl_cpu_type(amd, {"MKL_DEBUG_CPU_TYPE": "4"}).value is None  # the user's value stays
+    assert choose_mkl_cpu_type(amd, {"GLOBALPOINTER_MKL_DISPATCH": "0"}).value is None
+    environ = {}
+    line = configure_mkl(environ, amd)
+    assert environ == {"MKL_DEBUG_CPU_TYPE": "5"} and "AMD EPYC (AuthenticAMD; avx2)" in line
+    environ = {"GLOBALPOINTER_MKL_DISPATCH": "0"}
+    configure_mkl(environ, amd)
+    assert "MKL_DEBUG_CPU_TYPE" not in environ
+
+
+def test_cpu_info_is_read_from_the_first_processor(tmp_path):
+    from globalpointer.mathlib import read_cpu_info
+
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14\n"
+                    "flags\t\t: fpu avx avx2 fma avx512f\n\nprocessor\t: 1\nvendor_id\t: Other\n")
+    info = read_cpu_info(str(path))
+    assert info == ("AuthenticAMD", "AMD EPYC 9R14", {"fpu", "avx", "avx2", "fma", "avx512f"})
+    assert read_cpu_info(str(tmp_path / "missing")).vendor == ""
+
+
+def test_import_sets_the_mkl_path_before_paddle_runs():
+    """In a fresh interpreter, as a library user would: `import globalpointer` decides for this host."""
+    import os
+    import subprocess
+    import sys
+
+    from globalpointer.mathlib import choose_mkl_cpu_type, read_cpu_info
+
+    environ = {k: v for k, v in os.environ.items() if k not in ("MKL_DEBUG_CPU_TYPE", "GLOBALPOINTER_MKL_DISPATCH")}
+    code = "import os, globalpointer; print(os.environ.get('MKL_DEBUG_CPU_TYPE'))"
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(choose_mkl_cpu_type(read_cpu_info(), environ).value)
