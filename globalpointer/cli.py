@@ -6,7 +6,7 @@ import os
 import sys
 from typing import List, Optional
 
-from .config import dump_config, load_config
+from .config import BACKENDS, dump_config, load_config
 from .errors import UserError
 from .files import check_output_file
 
@@ -58,26 +58,33 @@ def _train(argv):
 
 
 def _load_for_inference(args):
-    """An Extractor over a checkpoint, or over an export directory (Paddle Inference)."""
+    """An Extractor over a checkpoint (dynamic graph) or an export (Paddle Inference or ONNX Runtime),
+    on the device the config names, which is set before the model is built."""
+    from .backends import InferenceModel, OnnxModel, choose_backend, is_export
     from .data.splits import text_encoder_for
-    from .export import InferenceModel, is_export
     from .inference import Extractor
-    from .model import load_checkpoint, load_metadata
+    from .model import build_from_checkpoint, load_metadata, resolve_checkpoint
     from .runtime import cpu_thread_count, setup_runtime
 
-    if is_export(args.model):
-        config, labels, tokenizer = load_metadata(args.model, args.set)
-        setup_runtime("cpu", config.cpu_threads)
-        model = InferenceModel(args.model, config.model.tril_mask, cpu_thread_count(config.cpu_threads, 1))
+    directory = args.model if is_export(args.model) else resolve_checkpoint(args.model)
+    backend_override = [f"inference.backend={args.backend}"] if args.backend else []
+    config, labels, tokenizer = load_metadata(directory, args.set + backend_override)
+    runtime = setup_runtime(config.device, config.cpu_threads)
+    backend = choose_backend(config.inference.backend, directory)
+    threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
+    if backend == "dynamic":
+        model, decoder = build_from_checkpoint(directory, config, labels, tokenizer).model, None
+    elif backend == "paddle-inference":
+        model = InferenceModel(directory, config.model.tril_mask, threads, runtime.device, config.inference.precision,
+                               config.inference.tensorrt)
         decoder = model.decode
     else:
-        loaded = load_checkpoint(args.model, args.set)
-        config, labels, tokenizer, model, decoder = (loaded.config, loaded.labels, loaded.encoder.tokenizer,
-                                                     loaded.model, None)
-        setup_runtime(config.device, config.cpu_threads)
+        model = OnnxModel(directory, config.model.tril_mask, threads, runtime.device)
+        decoder = model.decode
+    log.info("%s: %s backend on %s", directory, backend, runtime.device)
     extractor = Extractor(model, text_encoder_for(config, tokenizer), labels, config.model.decode,
                           config.model.threshold, args.batch_size or config.train.eval_batch_size, decoder)
-    return config, labels, extractor
+    return config, labels, extractor, runtime
 
 
 def _positive_int(text: str) -> int:
@@ -97,6 +104,7 @@ def _inference_arguments(parser):
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
     parser.add_argument("--batch-size", type=_positive_int, default=0,
                         help="windows per batch (default: train.eval_batch_size)")
+    parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
 
 
 def _evaluate(argv):
@@ -113,7 +121,7 @@ def _evaluate(argv):
 
     if args.format:
         args.set.append(f"data.format={args.format}")
-    config, labels, extractor = _load_for_inference(args)
+    config, labels, extractor, _ = _load_for_inference(args)
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
@@ -150,14 +158,21 @@ def _predict(argv):
                         help="auto: JSON lines if the first line is a JSON object with a text field")
     parser.add_argument("--lines-per-chunk", type=_positive_int, default=512, help="lines read and predicted at a time")
     args = parser.parse_args(argv)
-    from .predictor import predict_file
+    from .predictor import predict_file, predict_file_share
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
     if args.output != "-":
         check_output_file(args.output, "--output", [args.input])
-    _, _, extractor = _load_for_inference(args)
-    lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
+    _, _, extractor, runtime = _load_for_inference(args)
+    if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
+        import paddle.distributed
+
+        lines, failed = predict_file_share(extractor, args.input, args.output, args.input_format,
+                                           args.lines_per_chunk, runtime.rank, runtime.world_size,
+                                           paddle.distributed.barrier)
+    else:
+        lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
     log.info("%d lines, %d with an error field", lines, failed)
     return 1 if failed else 0
 

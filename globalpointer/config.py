@@ -15,6 +15,7 @@ import yaml
 from .errors import ConfigError
 
 FORMATS = ("auto", "cluener", "cmeee", "jsonl", "chars", "conll")
+BACKENDS = ("auto", "dynamic", "paddle-inference", "onnxruntime")
 
 
 def _opt(default, help, choices=None):
@@ -76,10 +77,21 @@ class TrainConfig:
 
 
 @dataclass
+class InferenceConfig:
+    backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference or "
+                        "onnxruntime (an export); auto: onnxruntime for an export with model.onnx, else "
+                        "paddle-inference for an export, dynamic for a checkpoint", BACKENDS)
+    precision: str = _opt("float32", "exports on a GPU with paddle-inference: float16 computes in half precision",
+                          ("float32", "float16"))
+    tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
+
+
+@dataclass
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "input files and windowing"})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "encoder, head and decoding"})
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "optimisation"})
+    inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={"help": "prediction backends"})
     device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
                        ("auto", "cpu", "gpu"))
     cpu_threads: int = _opt(0, "math threads on CPU (0: all cores, shared between data-parallel processes)")

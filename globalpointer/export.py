@@ -13,21 +13,16 @@ import shutil
 import sys
 from typing import List
 
-import numpy as np
 import paddle
 from paddle.static import InputSpec
 
-from .errors import CheckpointError, UserError
-from .heads import decode_span_logits, _SpanHead
+from .backends import ONNX, PARAMS, PROGRAM, is_export
+from .errors import UserError
+from .heads import _SpanHead
 from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
 
-PROGRAM, PARAMS, ONNX = "inference.json", "inference.pdiparams", "model.onnx"
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
               InputSpec([None, None], "bool", "token_mask")]
-
-
-def is_export(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, PROGRAM))
 
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
@@ -87,39 +82,6 @@ def export_onnx(directory: str, opset: int = 17) -> str:
     paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
                        opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
     return target
-
-
-class InferenceModel:
-    """A Paddle Inference predictor with the dynamic model's call signature and its head's decode."""
-
-    def __init__(self, directory: str, tril_mask: bool, threads: int = 1):
-        from paddle import inference
-
-        config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
-        config.disable_gpu()
-        # oneDNN kernels of Paddle Inference 3.3.1 change this graph's logits (by up to ~1.3, measured
-        # against the dynamic graph); the plain CPU kernels reproduce it exactly.
-        config.disable_mkldnn()
-        config.set_cpu_math_library_num_threads(threads)
-        config.disable_glog_info()
-        try:
-            self.predictor = inference.create_predictor(config)
-        except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
-            raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
-        self.tril_mask = tril_mask
-
-    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
-        for name, value in zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask)):
-            handle = self.predictor.get_input_handle(name)
-            array = np.ascontiguousarray(value.numpy())
-            handle.reshape(array.shape)
-            handle.copy_from_cpu(array)
-        self.predictor.run()
-        output = self.predictor.get_output_handle(self.predictor.get_output_names()[0])
-        return paddle.to_tensor(output.copy_to_cpu())
-
-    def decode(self, logits, token_mask, threshold: float):
-        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
 
 
 def main(argv=None) -> int:

@@ -162,8 +162,13 @@ def _check_vocabulary(directory: str, tokenizer) -> None:
 
 def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
     directory = resolve_checkpoint(directory)
-    _check_files(directory, (WEIGHTS,) + METADATA_FILES)
     config, labels, tokenizer = load_metadata(directory, overrides)
+    return build_from_checkpoint(directory, config, labels, tokenizer)
+
+
+def build_from_checkpoint(directory: str, config: RunConfig, labels: List[str], tokenizer) -> LoadedModel:
+    """The model of a checkpoint whose metadata ``load_metadata`` has read (on the current device)."""
+    _check_files(directory, (WEIGHTS,))
     try:
         encoder_model = encoder_architecture(directory)
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json

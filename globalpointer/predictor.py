@@ -5,13 +5,16 @@ Input lines are plain text or JSON objects with a ``text`` field.  Each output l
 other fields are kept); a line that cannot be read gets ``"error"`` instead of failing the run.
 """
 import codecs
+import itertools
 import json
 import os
+import shutil
 import sys
-from typing import BinaryIO, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from tqdm import tqdm
 
+from .errors import UserError
 from .inference import Extractor
 from .spans import Record
 
@@ -51,7 +54,7 @@ def sniff_format(first_line: bytes) -> str:
         return "text"
 
 
-def read_chunks(stream: BinaryIO, lines_per_chunk: int) -> Iterator[List[bytes]]:
+def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[bytes]]:
     chunk: List[bytes] = []
     for raw in stream:
         chunk.append(raw)
@@ -62,13 +65,14 @@ def read_chunks(stream: BinaryIO, lines_per_chunk: int) -> Iterator[List[bytes]]
         yield chunk
 
 
-def predict_stream(extractor: Extractor, source: BinaryIO, sink: TextIO, input_format: str = "auto",
-                   lines_per_chunk: int = 512, total_bytes: Optional[int] = None) -> Tuple[int, int]:
+def predict_stream(extractor: Extractor, source: Iterable[bytes], sink: TextIO, input_format: str = "auto",
+                   lines_per_chunk: int = 512, total_bytes: Optional[int] = None,
+                   at_file_start: bool = True) -> Tuple[int, int]:
     """Predict every line of ``source`` into ``sink``; returns (lines, lines with an error)."""
     lines = failed = 0
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True)
     for chunk in read_chunks(source, lines_per_chunk):
-        if lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
+        if at_file_start and lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
             chunk[0] = chunk[0][len(codecs.BOM_UTF8):]
         if input_format == "auto":
             first = next((raw for raw in chunk if raw.strip()), None)
@@ -117,3 +121,53 @@ def predict_file(extractor: Extractor, input_path: str, output_path: str, input_
     finally:
         if source is not sys.stdin.buffer:
             source.close()
+
+
+def count_lines(path: str) -> int:
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")  # a last line without a newline counts too
+
+
+def file_input_format(path: str, requested: str) -> str:
+    """``auto`` resolved from the file's first non-empty line, as a single process would sniff it."""
+    if requested != "auto":
+        return requested
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle):
+            raw = raw[len(codecs.BOM_UTF8):] if number == 0 and raw.startswith(codecs.BOM_UTF8) else raw
+            if raw.strip():
+                return sniff_format(raw)
+    return "text"
+
+
+def predict_file_share(extractor: Extractor, input_path: str, output_path: str, input_format: str,
+                       lines_per_chunk: int, rank: int, world_size: int, barrier) -> Tuple[int, int]:
+    """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
+    into ``OUT.part-RANK-of-N`` (written to .partial and renamed), wait for every process
+    (``barrier``), then rank 0 joins the parts in order into ``OUT``, the same file one process writes."""
+    if "-" in (input_path, output_path):
+        raise UserError("several processes need --input and --output files, not standard input or output")
+    total = count_lines(input_path)
+    first, stop = total * rank // world_size, total * (rank + 1) // world_size
+    input_format = file_input_format(input_path, input_format)
+    part = f"{output_path}.part-{rank}-of-{world_size}"
+    with open(input_path, "rb") as source:
+        share = itertools.islice(source, first, stop)
+        with open(part + ".partial", "w", encoding="utf-8") as sink:
+            counts = predict_stream(extractor, share, sink, input_format, lines_per_chunk, at_file_start=first == 0)
+    os.replace(part + ".partial", part)
+    barrier()
+    if rank == 0:
+        parts = [f"{output_path}.part-{r}-of-{world_size}" for r in range(world_size)]
+        with open(output_path + ".partial", "wb") as joined:
+            for name in parts:
+                with open(name, "rb") as piece:
+                    shutil.copyfileobj(piece, joined)
+        os.replace(output_path + ".partial", output_path)
+        for name in parts:
+            os.remove(name)
+    return counts

@@ -89,7 +89,8 @@ def remove_run_files(run_dir: str) -> None:
 
 # Keys that may change on --resume: they decide what is evaluated, kept or shown, not what is learned.
 RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "train.eval_batch_size",
-                     "train.eval_every", "train.patience", "train.log_every", "device", "cpu_threads", "output_dir"}
+                     "train.eval_every", "train.patience", "train.log_every", "device", "cpu_threads", "output_dir",
+                     "inference.backend", "inference.precision", "inference.tensorrt"}
 
 
 def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
@@ -107,13 +108,15 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     from paddlenlp.transformers import LinearDecayWithWarmup
 
     train = config.train
-    scheduler = LinearDecayWithWarmup(train.lr, max(total_steps, 1), train.warmup_ratio)
+    # The schedule is a factor from 0 to 1; each group's rate multiplies it, so either may be 0
+    # (e.g. lr 0 freezes the encoder while the head trains at head_lr).
+    scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
     head_params = list(model.head.parameters())
     head_ids = {id(p) for p in head_params}
     other_params = [p for p in model.parameters() if id(p) not in head_ids]
     no_decay = {p.name for n, p in model.named_parameters() if "bias" in n or "norm" in n}
-    groups = [{"params": other_params},
-              {"params": head_params, "learning_rate": train.head_lr / train.lr if train.lr else 1.0}]
+    groups = [{"params": other_params, "learning_rate": train.lr},
+              {"params": head_params, "learning_rate": train.head_lr}]
     clip = paddle.nn.ClipGradByGlobalNorm(train.max_grad_norm) if train.max_grad_norm > 0 else None
     optimizer = paddle.optimizer.AdamW(learning_rate=scheduler, parameters=groups, weight_decay=train.weight_decay,
                                        apply_decay_param_fun=lambda name: name not in no_decay, grad_clip=clip)

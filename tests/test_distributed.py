@@ -23,3 +23,27 @@ def test_two_process_training(tmp_path):
     assert summary["best_dev_f1"] > 0.5
     assert not os.path.exists(tmp_path / "log" / "workerlog.1") or \
         "Traceback" not in open(tmp_path / "log" / "workerlog.1").read()
+
+
+def test_two_process_prediction_equals_one_process(trained, tmp_path):
+    """Each process predicts a contiguous share of the lines; the joined output is the single-process one."""
+    from synthetic import make_records
+
+    lines = [r["text"] for r in make_records(37, 5)] + ["", "no entity here"]
+    lines[3] = json.dumps({"oops": 1})  # a JSON line in a text file is text: predicted like any other
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines), encoding="utf-8")  # no newline after the last line
+    single, double = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    model = str(trained / "run" / "best")
+    result = subprocess.run([sys.executable, "predict.py", "--model", model, "--input", str(source),
+                             "--output", str(single), "--lines-per-chunk", "4"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    command = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+               "--log_dir", str(tmp_path / "log"), "predict.py", "--model", model, "--input", str(source),
+               "--output", str(double), "--lines-per-chunk", "4"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert double.read_text(encoding="utf-8") == single.read_text(encoding="utf-8")
+    assert len(single.read_text(encoding="utf-8").splitlines()) == len(lines)
+    assert sorted(os.listdir(tmp_path)) == sorted(["in.txt", "one.jsonl", "two.jsonl", "log"])  # parts removed

@@ -8,8 +8,10 @@ import pytest
 from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.data.batching import collate
 from globalpointer.data.splits import text_encoder_for
-from globalpointer.errors import CheckpointError, UserError
-from globalpointer.export import InferenceModel, export_checkpoint
+from globalpointer.errors import CheckpointError, ConfigError, UserError
+from globalpointer.backends import (InferenceModel, OnnxModel, choose_backend, onnx_providers,
+                                    paddle_inference_settings)
+from globalpointer.export import export_checkpoint
 from globalpointer.inference import model_inputs
 from globalpointer.model import load_checkpoint
 
@@ -41,28 +43,63 @@ def test_inference_model_equals_dynamic_graph(trained, exported):
 
 
 def test_onnx_equals_dynamic_graph(trained, exported):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     model, inputs = batch_of_windows(trained, TEXTS)
-    session = ort.InferenceSession(str(exported / "model.onnx"), providers=["CPUExecutionProvider"])
-    feed = {name: value.numpy() for name, value in inputs.items()}
-    np.testing.assert_allclose(session.run(None, feed)[0], model(**inputs).numpy(), atol=1e-4)
+    np.testing.assert_allclose(OnnxModel(str(exported), tril_mask=True)(**inputs).numpy(), model(**inputs).numpy(),
+                               atol=1e-4)
 
 
-def test_predict_and_evaluate_through_the_export(trained, exported, tmp_path):
+@pytest.mark.parametrize("backend", ["auto", "paddle-inference", "onnxruntime"])
+def test_predict_and_evaluate_through_the_export(trained, exported, tmp_path, backend):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     outputs = {}
-    for name, model_dir in (("dynamic", trained / "run" / "best"), ("static", exported)):
+    for name, model_dir, extra in (("dynamic", trained / "run" / "best", []),
+                                   ("static", exported, ["--backend", backend])):
         target = tmp_path / f"{name}.jsonl"
-        assert predict_main(["--model", str(model_dir), "--input", str(source), "--output", str(target)]) == 0
+        assert predict_main(["--model", str(model_dir), "--input", str(source), "--output", str(target)] + extra) == 0
         outputs[name] = [json.loads(line) for line in open(target)]
     for a, b in zip(outputs["dynamic"], outputs["static"]):
         assert [(e["start"], e["end"], e["type"]) for e in a["entities"]] == [(e["start"], e["end"], e["type"]) for e in b["entities"]]
         assert np.allclose([e["score"] for e in a["entities"]], [e["score"] for e in b["entities"]], atol=1e-4)
     assert any(e["text"] == "北京大学" for e in outputs["static"][0]["entities"])
     report = tmp_path / "report.json"
-    assert evaluate_main(["--model", str(exported), "--data", str(trained / "dev.jsonl"), "--output", str(report)]) == 0
+    assert evaluate_main(["--model", str(exported), "--data", str(trained / "dev.jsonl"), "--output", str(report),
+                          "--set", f"inference.backend={backend}"]) == 0
     assert json.load(open(report))["micro"]["f1"] == json.load(open(trained / "run" / "summary.json"))["best_dev_f1"]
+
+
+def test_backend_choice(trained, exported, tmp_path):
+    checkpoint = str(trained / "run" / "best")
+    no_onnx = tmp_path / "no_onnx"
+    no_onnx.mkdir()
+    for name in os.listdir(exported):
+        if name != "model.onnx":
+            (no_onnx / name).write_bytes((exported / name).read_bytes())
+    assert choose_backend("auto", checkpoint) == "dynamic"
+    assert choose_backend("auto", str(exported), has_onnxruntime=True) == "onnxruntime"
+    assert choose_backend("auto", str(exported), has_onnxruntime=False) == "paddle-inference"
+    assert choose_backend("auto", str(no_onnx), has_onnxruntime=True) == "paddle-inference"
+    assert choose_backend("paddle-inference", str(exported)) == "paddle-inference"
+    with pytest.raises(ConfigError, match="is a checkpoint: python -m globalpointer.export"):
+        choose_backend("onnxruntime", checkpoint)
+    with pytest.raises(ConfigError, match="needs a checkpoint directory"):
+        choose_backend("dynamic", str(exported))
+    with pytest.raises(ConfigError, match="has no model.onnx; export again with --onnx"):
+        choose_backend("onnxruntime", str(no_onnx))
+    with pytest.raises(ConfigError, match="onnxruntime is not installed"):
+        choose_backend("onnxruntime", str(exported), has_onnxruntime=False)
+
+
+def test_gpu_settings_never_fall_back_to_the_cpu():
+    assert paddle_inference_settings("cpu", "float32", False) == (-1, False, False)
+    assert paddle_inference_settings("gpu:1", "float16", True) == (1, True, True)
+    with pytest.raises(ConfigError, match="need a GPU"):
+        paddle_inference_settings("cpu", "float16", False)
+    assert onnx_providers(False, ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert onnx_providers(True, ["CUDAExecutionProvider", "CPUExecutionProvider"])[0] == "CUDAExecutionProvider"
+    with pytest.raises(ConfigError, match="needs onnxruntime-gpu"):
+        onnx_providers(True, ["CPUExecutionProvider"])
 
 
 def test_corrupted_export_is_a_clear_error(exported, tmp_path):

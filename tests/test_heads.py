@@ -66,25 +66,26 @@ def test_efficient_global_pointer_score_formula():
     assert logits[b, t, i, j] == pytest.approx(float(expected), abs=1e-4)
 
 
-def test_rope_makes_scores_translation_invariant():
-    """Same content at another offset gives the same span scores only with RoPE."""
+def test_rope_scores_depend_on_content_and_relative_offset_only():
+    """With RoPE, a span's score depends on its tokens and their relative offset: the same content at
+    another offset scores the same, the same token pair at another distance scores differently.
+    Without RoPE the head sees no position at all: a shift changes nothing (trivially), and neither
+    does distance, which is why GlobalPointer without RoPE collapses on flat NER."""
     paddle.seed(3)
     content = paddle.randn([1, 4, 16])
     pad = paddle.zeros([1, 3, 16])
     early = paddle.concat([content, pad], axis=1)
     late = paddle.concat([pad, content], axis=1)
     mask = paddle.ones([1, 7], dtype="bool")
-    for rope, invariant in ((True, True), (False, True)):
+    same = paddle.concat([content[:, :1]] * 5, axis=1)  # one token repeated: only positions differ
+    for rope in (True, False):
         head = GlobalPointer(16, 1, 8, rope=rope)
         a = head(early, mask).numpy()[0, 0, :4, :4]
         b = head(late, mask).numpy()[0, 0, 3:, 3:]
-        assert np.allclose(a, b, atol=1e-4) == invariant
-    # with RoPE, a span's score depends on its length; without, the q.k of two tokens does not
-    head = GlobalPointer(16, 1, 8, rope=True)
-    same = paddle.concat([content[:, :1]] * 5, axis=1)
-    scores = head(same, paddle.ones([1, 5], dtype="bool")).numpy()[0, 0]
-    assert not np.allclose(scores[0, 1], scores[0, 4], atol=1e-4)
-    assert np.allclose(scores[0, 1], scores[2, 3], atol=1e-4)
+        np.testing.assert_allclose(a, b, atol=1e-4)
+        scores = head(same, paddle.ones([1, 5], dtype="bool")).numpy()[0, 0]
+        np.testing.assert_allclose(scores[0, 1], scores[2, 3], atol=1e-4)  # same distance, same score
+        assert np.isclose(scores[0, 1], scores[0, 4], atol=1e-4) == (not rope)  # distance matters with RoPE only
 
 
 def test_efficient_head_has_far_fewer_parameters():

@@ -1,0 +1,146 @@
+"""Where an exported model runs: Paddle Inference or ONNX Runtime, on the CPU or a GPU.
+
+Both take the dynamic model's call signature (input_ids, attention_mask, token_mask -> logits) and
+its head's decoding, so the Extractor does not know which one it drives.  ``choose_backend`` picks
+one for a model directory: ``auto`` takes ONNX Runtime where the export has ``model.onnx`` (the
+fastest on CPU, docs/PERFORMANCE.md), Paddle Inference for an export without it, and the dynamic
+graph for a checkpoint.  Nothing falls back silently: a backend or device that cannot be had is an
+error saying how to get it.
+"""
+import importlib.util
+import os
+from typing import List, NamedTuple
+
+import numpy as np
+import paddle
+
+from .errors import CheckpointError, ConfigError
+from .heads import decode_span_logits
+
+PROGRAM, PARAMS, ONNX = "inference.json", "inference.pdiparams", "model.onnx"
+
+
+def is_export(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, PROGRAM))
+
+
+def onnxruntime_available() -> bool:
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None) -> str:
+    """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
+    has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
+    export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, ONNX))
+    export_hint = f"python -m globalpointer.export --model CHECKPOINT --output EXPORT_DIR --onnx"
+    if requested == "auto":
+        if onnx and has_onnxruntime:
+            return "onnxruntime"
+        return "paddle-inference" if export else "dynamic"
+    if requested == "dynamic" and export:
+        raise ConfigError(f"inference.backend=dynamic needs a checkpoint directory; {directory} is an export "
+                          f"(use paddle-inference or onnxruntime, or point --model at RUN/best)")
+    if requested in ("paddle-inference", "onnxruntime") and not export:
+        raise ConfigError(f"inference.backend={requested} runs an export; {directory} is a checkpoint: {export_hint}")
+    if requested == "onnxruntime":
+        if not onnx:
+            raise ConfigError(f"inference.backend=onnxruntime: {directory} has no {ONNX}; export again with --onnx")
+        if not has_onnxruntime:
+            raise ConfigError("inference.backend=onnxruntime: onnxruntime is not installed (pip install onnxruntime, "
+                              "or onnxruntime-gpu for CUDA)")
+    return requested
+
+
+def onnx_providers(on_gpu: bool, available: List[str]) -> List[str]:
+    if not on_gpu:
+        return ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" not in available:
+        raise ConfigError("device: gpu with inference.backend=onnxruntime needs onnxruntime-gpu "
+                          "(CUDAExecutionProvider); installed providers: " + ", ".join(available))
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+class PaddleInferenceSettings(NamedTuple):
+    """What ``InferenceModel`` asks of Paddle Inference; a pure function of the config, so tested on CPU."""
+    gpu_id: int  # -1: the CPU
+    half_precision: bool
+    tensorrt: bool
+
+
+def paddle_inference_settings(device: str, precision: str, tensorrt: bool) -> PaddleInferenceSettings:
+    on_gpu = device.startswith("gpu")
+    if not on_gpu and (precision != "float32" or tensorrt):
+        raise ConfigError(f"inference.precision={precision} / inference.tensorrt={tensorrt} need a GPU "
+                          f"(device is {device}); use float32 and tensorrt: false on the CPU")
+    return PaddleInferenceSettings(int(device.split(":")[1]) if on_gpu else -1, precision == "float16", tensorrt)
+
+
+class _ExportedModel:
+    def __init__(self, tril_mask: bool):
+        self.tril_mask = tril_mask
+
+    def decode(self, logits, token_mask, threshold: float):
+        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
+
+
+class InferenceModel(_ExportedModel):
+    """A Paddle Inference predictor over ``inference.json`` + ``inference.pdiparams``."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
+                 precision: str = "float32", tensorrt: bool = False):
+        from paddle import inference
+
+        super().__init__(tril_mask)
+        settings = paddle_inference_settings(device, precision, tensorrt)
+        config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
+        if settings.gpu_id >= 0:
+            kind = inference.PrecisionType.Half if settings.half_precision else inference.PrecisionType.Float32
+            config.enable_use_gpu(256, settings.gpu_id, kind)
+            if settings.tensorrt:
+                config.enable_tensorrt_engine(workspace_size=1 << 30, max_batch_size=1, min_subgraph_size=3,
+                                              precision_mode=kind, use_static=False, use_calib_mode=False)
+        else:
+            config.disable_gpu()
+            # oneDNN kernels of Paddle Inference 3.3.1 change this graph's logits (by up to ~1.3, measured
+            # against the dynamic graph); the plain CPU kernels reproduce it exactly.
+            config.disable_mkldnn()
+            config.set_cpu_math_library_num_threads(threads)
+        config.disable_glog_info()
+        try:
+            self.predictor = inference.create_predictor(config)
+        except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
+            raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
+
+    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+        for name, value in zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask)):
+            handle = self.predictor.get_input_handle(name)
+            array = np.ascontiguousarray(value.numpy())
+            handle.reshape(array.shape)
+            handle.copy_from_cpu(array)
+        self.predictor.run()
+        output = self.predictor.get_output_handle(self.predictor.get_output_names()[0])
+        return paddle.to_tensor(output.copy_to_cpu())
+
+
+class OnnxModel(_ExportedModel):
+    """An ONNX Runtime session over ``model.onnx``, all graph optimisations on."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
+                 filename: str = ONNX):
+        import onnxruntime as ort
+
+        super().__init__(tril_mask)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        providers = onnx_providers(device.startswith("gpu"), ort.get_available_providers())
+        try:
+            self.session = ort.InferenceSession(os.path.join(directory, filename), options, providers=providers)
+        except Exception as error:  # onnxruntime raises its own exception types for broken files
+            raise CheckpointError(f"{directory}/{filename}: cannot load the ONNX model ({error})") from None
+        self.input_names = [item.name for item in self.session.get_inputs()]
+
+    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+        feed = {name: value.numpy() for name, value in zip(self.input_names, (input_ids, attention_mask, token_mask))}
+        return paddle.to_tensor(self.session.run(None, feed)[0])
