@@ -9,3 +9,10 @@ warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 from .mathlib import configure_mkl
 
 MATH_LIBRARY = configure_mkl()
+
+
+def load(model: str, *args, **kwargs):
+    """``globalpointer.load("runs/x/best")`` -> a Pipeline: ``ner(text)``, ``ner.pipe(texts)`` (pipeline.py)."""
+    from .pipeline import load as load_pipeline
+
+    return load_pipeline(model, *args, **kwargs)

@@ -17,7 +17,7 @@ import paddle
 from .errors import CheckpointError, ConfigError
 from .heads import decode_span_logits
 
-PROGRAM, PARAMS, ONNX = "inference.json", "inference.pdiparams", "model.onnx"
+PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
 
 
 def is_export(directory: str) -> bool:
@@ -28,11 +28,22 @@ def onnxruntime_available() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
-def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None) -> str:
+def onnx_file(precision: str) -> str:
+    return ONNX_INT8 if precision == "int8" else ONNX
+
+
+def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32") -> str:
     """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
     has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
-    export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, ONNX))
+    export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
     export_hint = f"python -m globalpointer.export --model CHECKPOINT --output EXPORT_DIR --onnx"
+    if precision == "int8":
+        if requested not in ("auto", "onnxruntime"):
+            raise ConfigError(f"inference.precision=int8 runs on onnxruntime, not {requested}")
+        if not onnx:
+            raise ConfigError(f"inference.precision=int8: {directory} has no {ONNX_INT8}; make it with "
+                              f"python -m globalpointer.export ... --quantize int8")
+        requested = "onnxruntime"
     if requested == "auto":
         if onnx and has_onnxruntime:
             return "onnxruntime"
@@ -69,6 +80,8 @@ class PaddleInferenceSettings(NamedTuple):
 
 def paddle_inference_settings(device: str, precision: str, tensorrt: bool) -> PaddleInferenceSettings:
     on_gpu = device.startswith("gpu")
+    if precision == "int8":
+        raise ConfigError("inference.precision=int8 runs on onnxruntime (model.int8.onnx), not paddle-inference")
     if not on_gpu and (precision != "float32" or tensorrt):
         raise ConfigError(f"inference.precision={precision} / inference.tensorrt={tensorrt} need a GPU "
                           f"(device is {device}); use float32 and tensorrt: false on the CPU")

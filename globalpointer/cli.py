@@ -24,7 +24,8 @@ def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) ->
     parser.add_argument("--print-config", action="store_true", help="print the resolved config with every default and exit")
 
 
-def _run(main, argv: Optional[List[str]]) -> int:
+def run_command(main, argv: Optional[List[str]]) -> int:
+    """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130."""
     _setup_logging()
     try:
         return main(argv)
@@ -58,33 +59,11 @@ def _train(argv):
 
 
 def _load_for_inference(args):
-    """An Extractor over a checkpoint (dynamic graph) or an export (Paddle Inference or ONNX Runtime),
-    on the device the config names, which is set before the model is built."""
-    from .backends import InferenceModel, OnnxModel, choose_backend, is_export
-    from .data.splits import text_encoder_for
-    from .inference import Extractor
-    from .model import build_from_checkpoint, load_metadata, resolve_checkpoint
-    from .runtime import cpu_thread_count, setup_runtime
+    from .pipeline import load
 
-    directory = args.model if is_export(args.model) else resolve_checkpoint(args.model)
-    backend_override = [f"inference.backend={args.backend}"] if args.backend else []
-    config, labels, tokenizer = load_metadata(directory, args.set + backend_override)
-    runtime = setup_runtime(config.device, config.cpu_threads)
-    backend = choose_backend(config.inference.backend, directory)
-    threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
-    if backend == "dynamic":
-        model, decoder = build_from_checkpoint(directory, config, labels, tokenizer).model, None
-    elif backend == "paddle-inference":
-        model = InferenceModel(directory, config.model.tril_mask, threads, runtime.device, config.inference.precision,
-                               config.inference.tensorrt)
-        decoder = model.decode
-    else:
-        model = OnnxModel(directory, config.model.tril_mask, threads, runtime.device)
-        decoder = model.decode
-    log.info("%s: %s backend on %s", directory, backend, runtime.device)
-    extractor = Extractor(model, text_encoder_for(config, tokenizer), labels, config.model.decode,
-                          config.model.threshold, args.batch_size or config.train.eval_batch_size, decoder)
-    return config, labels, extractor, runtime
+    ner = load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
+    log.info("%s: %s backend on %s", ner.directory, ner.backend, ner.runtime.device)
+    return ner
 
 
 def _positive_int(text: str) -> int:
@@ -121,7 +100,8 @@ def _evaluate(argv):
 
     if args.format:
         args.set.append(f"data.format={args.format}")
-    config, labels, extractor, _ = _load_for_inference(args)
+    ner = _load_for_inference(args)
+    config, labels, extractor = ner.config, ner.labels, ner.extractor
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
@@ -164,7 +144,8 @@ def _predict(argv):
         raise UserError(f"--input: file not found: {args.input}")
     if args.output != "-":
         check_output_file(args.output, "--output", [args.input])
-    _, _, extractor, runtime = _load_for_inference(args)
+    ner = _load_for_inference(args)
+    extractor, runtime = ner.extractor, ner.runtime
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 
@@ -178,12 +159,12 @@ def _predict(argv):
 
 
 def train_main(argv=None) -> int:
-    return _run(_train, argv)
+    return run_command(_train, argv)
 
 
 def evaluate_main(argv=None) -> int:
-    return _run(_evaluate, argv)
+    return run_command(_evaluate, argv)
 
 
 def predict_main(argv=None) -> int:
-    return _run(_predict, argv)
+    return run_command(_predict, argv)

@@ -81,8 +81,8 @@ class InferenceConfig:
     backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference or "
                         "onnxruntime (an export); auto: onnxruntime for an export with model.onnx, else "
                         "paddle-inference for an export, dynamic for a checkpoint", BACKENDS)
-    precision: str = _opt("float32", "exports on a GPU with paddle-inference: float16 computes in half precision",
-                          ("float32", "float16"))
+    precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: model.int8.onnx of an "
+                          "export made with --quantize int8, on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
 
 

@@ -160,8 +160,13 @@ def _check_vocabulary(directory: str, tokenizer) -> None:
                               f"{expected}; the file is truncated or replaced: restore it from the run")
 
 
+def check_checkpoint_files(directory: str) -> None:
+    _check_files(directory, (WEIGHTS,) + METADATA_FILES)
+
+
 def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
     directory = resolve_checkpoint(directory)
+    check_checkpoint_files(directory)
     config, labels, tokenizer = load_metadata(directory, overrides)
     return build_from_checkpoint(directory, config, labels, tokenizer)
 

@@ -183,7 +183,6 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     require_files(config, ["train"])
     check_run_directory(config.output_dir, resume, overwrite)
     runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
-    seed_everything(config.train.seed)
     run_dir = config.output_dir
     last_dir, best_dir = os.path.join(run_dir, "last"), os.path.join(run_dir, "best")
 
@@ -194,6 +193,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     check_types(dev_records, labels)
     check_types(test_records, labels)
 
+    seed_everything(config.train.seed)  # the 'tiny' test encoder is random
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, encoder.model)
     text_encoder = text_encoder_for(config, encoder.tokenizer)
@@ -202,6 +202,9 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     config.data.labels = labels
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
 
+    # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
+    # model), and the head's initialisation must not depend on whether the cache was warm.
+    seed_everything(config.train.seed)
     model = build(config, encoder, len(labels))
     trained = paddle.DataParallel(model) if runtime.world_size > 1 else model
     per_epoch = len(length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,

@@ -2,6 +2,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 from globalpointer.cli import evaluate_main, predict_main, train_main
@@ -160,3 +161,37 @@ def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
     sleeps_before_last = calls["decode"] / 2 * 1.0
     at_least = 2 * summary["train_windows"] / (float(last["seconds"]) - sleeps_before_last)
     assert float(last["windows_per_second"]) > 0.97 * at_least
+
+
+def test_head_initialisation_does_not_depend_on_encoder_loading(tmp_path, monkeypatch):
+    """A first run converts the encoder into the cache (building a model draws random numbers), later
+    runs do not: both must start from the same head, or a quickstart's F1 depends on a warm cache."""
+    import paddle
+    import pytest
+
+    from globalpointer import training
+    from globalpointer.config import load_config
+    from globalpointer.model import build_model
+
+    class Built(Exception):
+        pass
+
+    initial = []
+
+    def build(config, encoder, num_types):
+        initial.append(build_model(config, encoder, num_types).head.dense.weight.numpy())
+        raise Built
+
+    config = tiny_config(tmp_path)
+    with pytest.raises(Built):
+        training.train(load_config(config), build=build)
+    load_encoder = training.load_encoder
+
+    def converting_load(spec):
+        paddle.randn([1000])  # what a conversion's model construction does to the global generator
+        return load_encoder(spec)
+
+    monkeypatch.setattr(training, "load_encoder", converting_load)
+    with pytest.raises(Built):
+        training.train(load_config(config, ["output_dir=" + str(tmp_path / "second")]), build=build)
+    np.testing.assert_array_equal(initial[0], initial[1])

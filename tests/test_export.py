@@ -120,3 +120,23 @@ def test_tagger_heads_are_not_exported(tmp_path):
     assert train_main(["--config", config]) == 0
     with pytest.raises(UserError, match="cannot be exported"):
         export_checkpoint(str(tmp_path / "run" / "best"), str(tmp_path / "export"))
+
+
+def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    from globalpointer import export
+
+    target = tmp_path / "int8"
+    assert export.main(["--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+                        "--verify", str(trained / "dev.jsonl")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{\"model\"")]
+    assert [row["model"] for row in rows] == ["float32", "int8"]
+    assert rows[1]["megabytes"] < 0.5 * rows[0]["megabytes"]  # int8 weights: a quarter, plus what stays float
+    assert rows[1]["f1"] > 90 and abs(rows[1]["f1"] - rows[0]["f1"]) < 5
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert predict_main(["--model", str(target), "--input", str(source), "--output", str(tmp_path / "out.jsonl"),
+                         "--set", "inference.precision=int8"]) == 0
+    assert any(e["text"] == "北京大学" for e in json.loads(open(tmp_path / "out.jsonl").readline())["entities"])
+    with pytest.raises(ConfigError, match="no model.int8.onnx"):
+        choose_backend("auto", str(trained / "run" / "best"), precision="int8")

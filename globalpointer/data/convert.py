@@ -10,11 +10,10 @@ import argparse
 import os
 import sys
 
-from ..errors import UserError
 from .readers import read_records, write_jsonl_records
 
 
-def main(argv=None) -> int:
+def _convert(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m globalpointer.data.convert", description=__doc__.split("\n")[0])
     parser.add_argument("input")
     parser.add_argument("output")
@@ -22,16 +21,18 @@ def main(argv=None) -> int:
     parser.add_argument("--skip", type=int, default=0, help="leave out the first N records")
     parser.add_argument("--take", type=int, default=0, help="keep at most N records after --skip (0: all)")
     args = parser.parse_args(argv)
-    try:
-        records = read_records(args.input, args.format)[args.skip:]
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    records = read_records(args.input, args.format)[args.skip:]
     records = records[:args.take] if args.take else records
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     write_jsonl_records(records, args.output)
     print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
     return 0
+
+
+def main(argv=None) -> int:
+    from ..cli import run_command
+
+    return run_command(_convert, argv)
 
 
 if __name__ == "__main__":

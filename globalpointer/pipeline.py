@@ -1,0 +1,91 @@
+"""From a saved model to entities in two lines of Python; the CLIs are shells over this.
+
+    import globalpointer
+    ner = globalpointer.load("runs/quickstart/best")           # a checkpoint or an export
+    ner("张三在北京大学读书")                                      # -> [{"start", "end", "type", "text", "score"}]
+    for entities in ner.pipe(open("texts.txt", encoding="utf-8").read().splitlines(), batch_size=64): ...
+
+``load`` reads the model directory's config, applies overrides (``model__threshold=0.5`` or
+``overrides=["model.threshold=0.5"]``, as ``--set`` does), sets the device, picks the backend
+(``inference.backend``) and only then builds the model.
+"""
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+from .config import RunConfig
+from .runtime import Runtime
+from .spans import Record
+
+
+class Pipeline:
+    """Entities for texts of any length, with character offsets into each text (end exclusive)."""
+
+    def __init__(self, extractor, config: RunConfig, labels: List[str], runtime: Runtime, backend: str,
+                 directory: str):
+        self.extractor = extractor
+        self.config = config
+        self.labels = labels
+        self.runtime = runtime
+        self.backend = backend
+        self.directory = directory
+
+    def __call__(self, text: str) -> List[dict]:
+        return next(self.pipe([text]))
+
+    def pipe(self, texts: Iterable[str], batch_size: Optional[int] = None) -> Iterator[List[dict]]:
+        """Entity dicts per text, in order, ``batch_size`` texts predicted at a time (default 256)."""
+        batch: List[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) >= (batch_size or 256):
+                yield from self._predict(batch)
+                batch = []
+        if batch:
+            yield from self._predict(batch)
+
+    def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
+        for text, found in zip(texts, self.extractor.extract(texts)):
+            yield Record(text, found).entity_dicts(with_score=True)
+
+
+def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:
+    import yaml
+
+    extra = [f"{key.replace('__', '.')}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix(chr(10) + '...')}"
+             for key, value in keyword.items()]
+    return list(overrides or []) + extra
+
+
+def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
+         window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
+    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``python -m globalpointer.export``).
+
+    ``window_batch_size``: windows per forward pass (default ``train.eval_batch_size``)."""
+    from .backends import InferenceModel, OnnxModel, choose_backend, is_export, onnx_file
+    from .data.splits import text_encoder_for
+    from .inference import Extractor
+    from .model import build_from_checkpoint, check_checkpoint_files, load_metadata, resolve_checkpoint
+    from .runtime import cpu_thread_count, setup_runtime
+
+    settings = _overrides(overrides, keyword_overrides) + ([f"inference.backend={backend}"] if backend else [])
+    if is_export(model):
+        directory = model
+    else:
+        directory = resolve_checkpoint(model)
+        check_checkpoint_files(directory)
+    config, labels, tokenizer = load_metadata(directory, settings)
+    runtime = setup_runtime(config.device, config.cpu_threads)
+    chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+    threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
+    if chosen == "dynamic":
+        network, decoder = build_from_checkpoint(directory, config, labels, tokenizer).model, None
+    elif chosen == "paddle-inference":
+        network = InferenceModel(directory, config.model.tril_mask, threads, runtime.device,
+                                 config.inference.precision, config.inference.tensorrt)
+        decoder = network.decode
+    else:
+        network = OnnxModel(directory, config.model.tril_mask, threads, runtime.device,
+                            onnx_file(config.inference.precision))
+        decoder = network.decode
+    extractor = Extractor(network, text_encoder_for(config, tokenizer), labels, config.model.decode,
+                          config.model.threshold, window_batch_size or config.train.eval_batch_size, decoder)
+    return Pipeline(extractor, config, labels, runtime, chosen, directory)
