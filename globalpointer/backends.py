@@ -147,6 +147,7 @@ class OnnxModel(_ExportedModel):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # its warnings about unused initializers of the export are noise
         providers = onnx_providers(device.startswith("gpu"), ort.get_available_providers())
         try:
             self.session = ort.InferenceSession(os.path.join(directory, filename), options, providers=providers)

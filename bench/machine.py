@@ -1,0 +1,130 @@
+"""Speed against the machine: every prediction backend and training, next to this host's float32 GEMM rate.
+
+    python bench/machine.py --model RUN/best --export RUN/export [--texts 512] [--repeats 3] [--train-steps 8]
+
+In one run, timed in turns: numpy's and Paddle's 1024x1024 float32 matmul (GFLOP/s), then texts/s on
+CLUENER dev texts for PaddleNLP's GlobalPointer layer (dynamic graph, as its users run it, same
+encoder weights), this project's dynamic graph, Paddle Inference, ONNX Runtime float32 and, where
+the export has model.int8.onnx, INT8.  Each row's share of the limit is tokens/s x FLOPs per token
+/ numpy's GEMM FLOP/s (FLOPs counted from the encoder's shape: the multiply-adds of its matmuls and
+attention, and the head's).  Training: optimizer steps of batch 16 windows, windows/s and their share
+of the limit at 3x the forward FLOPs.  The host (CPU model, SIMD flags, MKL path) is printed first:
+compare numbers within one run only.  ``GLOBALPOINTER_MKL_DISPATCH=0`` runs it with MKL's own choice.
+"""
+import argparse
+import os
+import statistics
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import paddle
+
+from common import Rows, cluener_texts, interleaved_medians, real_batches
+import globalpointer
+from globalpointer.inference import Extractor
+from globalpointer.training import build_optimizer
+from peer import Peer
+
+GEMM = 1024
+
+
+def gemm_rates(repeats: int) -> dict:
+    a, b = np.random.rand(GEMM, GEMM).astype("float32"), np.random.rand(GEMM, GEMM).astype("float32")
+    pa, pb = paddle.to_tensor(a), paddle.to_tensor(b)
+    seconds = interleaved_medians({"numpy": lambda: a @ b, "paddle": lambda: paddle.matmul(pa, pb).numpy()},
+                                  repeats=max(10, repeats * 5))
+    return {name: 2 * GEMM ** 3 / value / 1e9 for name, value in seconds.items()}
+
+
+def forward_flops_per_token(encoder_config, head, num_types: int, length: float) -> float:
+    """2 x multiply-adds per token of one forward pass over windows of ``length`` tokens."""
+    h, inner, layers = encoder_config.hidden_size, encoder_config.intermediate_size, encoder_config.num_hidden_layers
+    per_layer = 4 * h * h + 2 * h * inner + 2 * length * h  # q, k, v, out; the feed-forward; scores and mixing
+    d = head.head_size
+    if type(head).__name__ == "GlobalPointer":
+        head_macs = h * num_types * 2 * d + num_types * length * d
+    else:  # efficient head and the peer: one shared q/k pair plus per-type biases
+        head_macs = h * 2 * d + 2 * d * 2 * num_types + length * d
+    return 2 * (layers * per_layer + head_macs)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a trained checkpoint (RUN/best)")
+    parser.add_argument("--export", required=True, help="its export with model.onnx (and model.int8.onnx)")
+    parser.add_argument("--texts", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=64, help="windows per forward pass in prediction")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--train-steps", type=int, default=8, help="timed optimizer steps per repeat")
+    args = parser.parse_args()
+
+    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    ours = globalpointer.load(args.model, backend="dynamic", window_batch_size=args.batch_size)
+    rates = gemm_rates(args.repeats)
+    print(f"float32 GEMM {GEMM}x{GEMM}: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s "
+          f"({rates['paddle'] / rates['numpy']:.2f} of numpy)")
+    limit = rates["numpy"] * 1e9
+
+    texts = cluener_texts(args.texts)
+    encoder = ours.extractor.text_encoder
+    lengths = [len(w.input_ids) for i, t in enumerate(texts) for w in encoder.windows(i, encoder.tokenize(t))]
+    tokens, mean_length = sum(lengths), statistics.mean(lengths)
+    model = ours.extractor.model
+    flops = forward_flops_per_token(model.encoder.config, model.head, len(ours.labels), mean_length)
+    print(f"{len(texts)} CLUENER dev texts, {tokens} tokens (mean window {mean_length:.1f}); "
+          f"{flops / 1e6:.1f} MFLOP per token forward")
+
+    peer = Peer(model.encoder, len(ours.labels))
+    peer.eval()
+    # The peer's head is untrained: at threshold 0 it would put half of all cells above it, and the
+    # table would time turning millions of cells into spans; at 8 it finds none, as a trained one finds few.
+    extractors = {"PaddleNLP GlobalPointer layer (dynamic)": Extractor(peer, encoder, ours.labels, threshold=8.0,
+                                                                       batch_size=args.batch_size)}
+    extractors["ours, dynamic graph"] = ours.extractor
+    extractors["ours, Paddle Inference"] = globalpointer.load(args.export, backend="paddle-inference",
+                                                              window_batch_size=args.batch_size).extractor
+    extractors["ours, ONNX Runtime float32"] = globalpointer.load(args.export, backend="onnxruntime",
+                                                                  window_batch_size=args.batch_size).extractor
+    if os.path.isfile(os.path.join(args.export, "model.int8.onnx")):
+        extractors["ours, ONNX Runtime INT8"] = globalpointer.load(args.export, inference__precision="int8",
+                                                                   window_batch_size=args.batch_size).extractor
+    seconds = interleaved_medians({name: (lambda e=e: e.extract(texts)) for name, e in extractors.items()},
+                                  args.repeats, warmup=1)
+    rows = Rows()
+    peer_rate = len(texts) / seconds["PaddleNLP GlobalPointer layer (dynamic)"]
+    for name, value in seconds.items():
+        rows.add({"predict": name, "texts/s": round(len(texts) / value, 1), "tokens/s": round(tokens / value),
+                  "x peer": round(len(texts) / value / peer_rate, 2),
+                  "share of float32 GEMM limit": f"{tokens / value * flops / limit:.0%}"})
+    rows.finish()
+
+    batches, _ = real_batches(SimpleNamespace(tokenizer=encoder.tokenizer), cluener_texts(args.train_steps * 16, "train"),
+                              16)
+    train_rows = Rows()
+    model.train()
+    optimizer, _ = build_optimizer(model, ours.config, total_steps=1000)
+    windows = sum(int(b["input_ids"].shape[0]) for b in batches)
+    train_tokens = sum(int(b["input_ids"].shape[0] * b["input_ids"].shape[1]) for b in batches)
+    gold = paddle.to_tensor(np.full((16, 1, 3), -1, "int64"))
+
+    def epoch():
+        for inputs in batches:
+            logits = model(**inputs)
+            loss, _ = model.head.loss(logits, gold[:inputs["input_ids"].shape[0]], inputs["token_mask"])
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+
+    train_seconds = interleaved_medians({"train": epoch}, args.repeats, warmup=1)["train"]
+    train_flops = 3 * forward_flops_per_token(model.encoder.config, model.head, len(ours.labels),
+                                              train_tokens / windows)
+    train_rows.add({"train": "ours, batch 16", "windows/s": round(windows / train_seconds, 2),
+                    "tokens/s": round(train_tokens / train_seconds),
+                    "share of GEMM limit": f"{train_tokens / train_seconds * train_flops / limit:.0%}"})
+
+
+if __name__ == "__main__":
+    started = time.time()
+    main()
+    print(f"({time.time() - started:.0f} s)")
