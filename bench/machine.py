@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import paddle
 
-from common import Rows, cluener_texts, interleaved_medians, real_batches
+from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 import globalpointer
 from globalpointer.inference import Extractor
 from globalpointer.training import build_optimizer
@@ -30,11 +30,16 @@ GEMM = 1024
 
 
 def gemm_rates(repeats: int) -> dict:
+    """Each library timed in a block of its own, not in turns: OpenBLAS's and Paddle's thread pools
+    spin after their work, and interleaved they take each other's cores (numpy measured 97-193 GFLOP/s
+    that way, in turns with Paddle)."""
     a, b = np.random.rand(GEMM, GEMM).astype("float32"), np.random.rand(GEMM, GEMM).astype("float32")
     pa, pb = paddle.to_tensor(a), paddle.to_tensor(b)
-    seconds = interleaved_medians({"numpy": lambda: a @ b, "paddle": lambda: paddle.matmul(pa, pb).numpy()},
-                                  repeats=max(10, repeats * 5))
-    return {name: 2 * GEMM ** 3 / value / 1e9 for name, value in seconds.items()}
+    rates = {}
+    for name, fn in (("numpy", lambda: a @ b), ("paddle", lambda: paddle.matmul(pa, pb).numpy())):
+        time.sleep(1.0)  # let the other library's threads go idle
+        rates[name] = 2 * GEMM ** 3 / median_seconds(fn, repeats=max(20, repeats * 10), warmup=5) / 1e9
+    return rates
 
 
 def forward_flops_per_token(encoder_config, head, num_types: int, length: float) -> float:
