@@ -18,8 +18,7 @@ from globalpointer.encoders import bert_tokenizer
 from globalpointer.errors import CheckpointError, ConfigError, DataError
 from globalpointer.model import load_checkpoint
 from globalpointer.predictor import predict_file, predict_stream
-from globalpointer.spans import Entity
-from synthetic import make_records, tiny_config, write_jsonl
+from synthetic import tiny_config, write_jsonl
 from test_predictor import FakeExtractor
 
 
