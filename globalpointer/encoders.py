@@ -15,7 +15,7 @@ import shutil
 from typing import List, NamedTuple
 
 from .errors import CheckpointError, ConfigError, EncoderError
-from .weights import read_state, save_state
+from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
     # name: (python package, folder inside it, how to install it)
@@ -168,11 +168,10 @@ def load_pretrained_weights(model, path: str) -> None:
     prefix = getattr(model, "base_model_prefix", "") + "."
     if prefix != "." and not any(name in expected for name in state):
         state = {name[len(prefix):] if name.startswith(prefix) else name: value for name, value in state.items()}
-    missing = [name for name in expected if name not in state]
-    wrong = [name for name in expected if name in state and list(state[name].shape) != list(expected[name].shape)]
-    if missing or wrong:
-        raise EncoderError(f"{path}: the weights do not fit the architecture of config.json next to them "
-                           f"(missing: {', '.join(missing[:5]) or 'none'}; other shape: {', '.join(wrong[:5]) or 'none'})")
+    problems = mismatches(expected, state, allow_unused=True)  # e.g. position_ids, kept as a buffer
+    if problems:
+        raise EncoderError(f"{path}: the weights do not fit the architecture of config.json next to them: "
+                           f"{summary(problems)}")
     model.set_state_dict({name: paddle.to_tensor(state[name]) for name in expected})
 
 

@@ -17,7 +17,7 @@ from .config import RunConfig, dump_config, load_config
 from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
 from .errors import CheckpointError
 from .heads import build_head
-from .weights import read_state, save_state
+from .weights import mismatches, read_state, save_state, summary
 
 WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"
@@ -121,15 +121,10 @@ def load_weights(model: nn.Layer, directory: str) -> None:
     """Set ``model``'s weights from a checkpoint directory; every parameter must be there with its shape."""
     path = weights_file(directory)
     state = read_state(path)
-    expected = model.state_dict()
-    problems = [f"{name} missing" for name in expected if name not in state]
-    problems += [f"{name} is {list(state[name].shape)} in the file but {list(value.shape)} in the model"
-                 for name, value in expected.items() if name in state and list(state[name].shape) != list(value.shape)]
-    problems += [f"{name} is not a parameter of the model" for name in state if name not in expected]
+    problems = mismatches(model.state_dict(), state)
     if problems:
         raise CheckpointError(f"{path} does not match the model built from its config.yaml and labels.json "
-                              f"(different head, encoder or number of types): {'; '.join(problems[:5])}"
-                              f"{f' (and {len(problems) - 5} more)' if len(problems) > 5 else ''}")
+                              f"(different head, encoder or number of types): {summary(problems)}")
     model.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
 
 

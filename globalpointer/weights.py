@@ -178,6 +178,22 @@ def load_pickled_state(path: str) -> Dict[str, Any]:
     return state
 
 
+def mismatches(expected: Dict[str, Any], state: Dict[str, Any], allow_unused: bool = False) -> list:
+    """Why ``state`` cannot be loaded into a model whose state dict is ``expected``, one phrase per
+    name: missing, another shape, or (unless ``allow_unused``) not in the model.  Empty: it fits."""
+    problems = [f"{name} missing" for name in expected if name not in state]
+    problems += [f"{name} is {list(state[name].shape)} in the file but {list(value.shape)} in the model"
+                 for name, value in expected.items() if name in state and list(state[name].shape) != list(value.shape)]
+    if not allow_unused:
+        problems += [f"{name} is not a parameter of the model" for name in state if name not in expected]
+    return problems
+
+
+def summary(problems: list, shown: int = 5) -> str:
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
+
+
 def read_state(path: str) -> Dict[str, Any]:
     """Any weights file by its name: ``.safetensors`` as such, anything else as a data-only pickle."""
     if not os.path.isfile(path):

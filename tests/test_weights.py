@@ -202,3 +202,19 @@ def test_training_on_an_encoder_directory_with_a_crafted_pickle(tmp_path, capsys
     write_malicious_pickle(encoder_dir / "model_state.pdparams", tmp_path / "ran")
     assert train_main(["--config", tiny_config(tmp_path, model__encoder=str(encoder_dir))]) == 2
     assert "refused to load" in capsys.readouterr().err and not (tmp_path / "ran").exists()
+
+
+def test_encoder_weights_that_do_not_fit_name_the_parameters(tmp_path):
+    import paddle
+
+    from globalpointer.encoders import build_tiny, load_encoder
+
+    directory = tmp_path / "encoder"
+    tiny = build_tiny()
+    tiny.model.save_pretrained(str(directory))
+    tiny.tokenizer.save_pretrained(str(directory))
+    state = {name: value for name, value in tiny.model.state_dict().items() if name != "pooler.dense.bias"}
+    paddle.save(state, str(directory / "model_state.pdparams"))
+    with pytest.raises(EncoderError, match="do not fit the architecture of config.json next to them: "
+                                           "pooler.dense.bias missing"):
+        load_encoder(str(directory))
