@@ -298,12 +298,14 @@ def require_files(config: RunConfig, keys: List[str]) -> None:
             raise ConfigError(f"data.{key}: file not found: {path}")
 
 
+def yaml_scalar(value) -> str:
+    """One value as YAML on one line, as a config file or ``--set`` writes it."""
+    return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
+
+
 def dump_config(config: RunConfig) -> str:
     """YAML of every key, each with its help as a comment (what --print-config shows)."""
     lines: List[str] = []
-
-    def scalar(value) -> str:
-        return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
 
     def emit(obj, indent: str):
         for f in dataclasses.fields(obj):
@@ -316,7 +318,7 @@ def dump_config(config: RunConfig) -> str:
                 lines.append(f"{indent}{f.name}:  # {help_text}")
                 emit(value, indent + "  ")
             else:
-                lines.append(f"{indent}{f.name}: {scalar(value)}  # {help_text}")
+                lines.append(f"{indent}{f.name}: {yaml_scalar(value)}  # {help_text}")
 
     emit(config, "")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@
 """
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
-from .config import RunConfig
+from .config import RunConfig, yaml_scalar
 from .runtime import Runtime
 from .spans import Record
 
@@ -48,11 +48,9 @@ class Pipeline:
 
 
 def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:
-    import yaml
-
-    extra = [f"{key.replace('__', '.')}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix(chr(10) + '...')}"
-             for key, value in keyword.items()]
-    return list(overrides or []) + extra
+    """``--set`` items from both forms: ``["model.threshold=0.5"]`` and ``model__threshold=0.5``."""
+    keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
+    return list(overrides or []) + keyword_items
 
 
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
