@@ -17,6 +17,7 @@ from .config import RunConfig, dump_config, load_config
 from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
 from .errors import CheckpointError
 from .heads import build_head
+from .linear_autograd import use_training_linear
 from .weights import mismatches, read_state, save_state, summary
 
 WEIGHTS = "model.safetensors"
@@ -30,7 +31,7 @@ class SpanModel(nn.Layer):
                  head_size: int = 64, rope: bool = True, tril_mask: bool = True, dropout: float = 0.1,
                  loss: str = "sparse"):
         super().__init__()
-        self.encoder = encoder
+        self.encoder = use_training_linear(encoder)
         self.dropout = nn.Dropout(dropout)
         self.head = build_head(head, hidden_size, num_types, head_size, rope, tril_mask, loss)
 
