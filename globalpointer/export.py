@@ -21,6 +21,7 @@ from paddle.static import InputSpec
 
 from .backends import ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
 from .errors import UserError
+from .files import swap_in_directory
 from .heads import _SpanHead
 from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
 
@@ -73,12 +74,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         export_onnx(partial, opset)
     if quantize == "int8":
         quantize_onnx(partial)
-    previous = output + ".previous"
-    if os.path.isdir(output):  # an earlier export: swapped out, then removed
-        shutil.rmtree(previous, ignore_errors=True)
-        os.replace(output, previous)
-    os.replace(partial, output)
-    shutil.rmtree(previous, ignore_errors=True)
+    swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     return sorted(os.listdir(output))
 
 
@@ -129,10 +125,10 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
     from .metrics import span_report
     from .pipeline import load
 
-    rows, found = [], {}
+    rows, found, records = [], {}, None
     for precision in ("float32", "int8"):
         ner = load(directory, [f"inference.precision={precision}", "inference.backend=onnxruntime"])
-        records = load_split(ner.config, "data", data_path)
+        records = records or load_split(ner.config, "data", data_path)
         texts = [record.text for record in records]
         ner.extractor.extract(texts[:8])  # warm-up: the first run of a session allocates
         started = time.perf_counter()

@@ -2,6 +2,7 @@
 before any work so that a run never ends by destroying its input or failing to write its result."""
 import json
 import os
+import shutil
 import tempfile
 from typing import Sequence
 
@@ -42,3 +43,14 @@ def atomic_write_text(path: str, text: str) -> None:
 
 def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def swap_in_directory(partial: str, directory: str) -> None:
+    """Put the finished ``partial`` directory in place of ``directory``: the old one is renamed to
+    ``directory.previous`` first and removed last, so a kill leaves one of the two whole."""
+    previous = directory + ".previous"
+    if os.path.isdir(directory):
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(directory, previous)
+    os.replace(partial, directory)
+    shutil.rmtree(previous, ignore_errors=True)

@@ -16,6 +16,7 @@ from paddle import nn
 from .config import RunConfig, dump_config, load_config
 from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
 from .errors import CheckpointError
+from .files import swap_in_directory
 from .heads import build_head
 from .linear_autograd import use_training_linear
 from .weights import mismatches, read_state, save_state, summary
@@ -50,7 +51,7 @@ def build_model(config: RunConfig, encoder: Encoder, num_types: int) -> SpanMode
 def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, labels: List[str],
                      extra_state: dict = None, extra_json: dict = None) -> None:
     """Write into ``directory + '.partial'`` and swap it in, so a kill leaves the old checkpoint whole."""
-    partial, previous = directory + ".partial", directory + ".previous"
+    partial = directory + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
     save_state(model.state_dict(), os.path.join(partial, WEIGHTS))
@@ -66,11 +67,7 @@ def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config:
     for name, obj in (extra_json or {}).items():
         with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
             json.dump(obj, out, indent=1)
-    if os.path.isdir(directory):
-        shutil.rmtree(previous, ignore_errors=True)
-        os.replace(directory, previous)
-    os.replace(partial, directory)
-    shutil.rmtree(previous, ignore_errors=True)
+    swap_in_directory(partial, directory)
 
 
 def resolve_checkpoint(directory: str) -> str:
