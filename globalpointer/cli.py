@@ -9,6 +9,7 @@ from typing import List, Optional
 from .config import BACKENDS, dump_config, load_config
 from .errors import UserError
 from .files import check_output_file
+from .predictor import OUTPUT_FORMATS
 
 log = logging.getLogger("globalpointer")
 
@@ -137,7 +138,12 @@ def _predict(argv):
     parser.add_argument("--input-format", default="auto", choices=("auto", "text", "jsonl"),
                         help="auto: JSON lines if the first line is a JSON object with a text field")
     parser.add_argument("--lines-per-chunk", type=_positive_int, default=512, help="lines read and predicted at a time")
+    parser.add_argument("--output-format", default="jsonl", choices=OUTPUT_FORMATS,
+                        help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
+                             "line), for Label Studio's import")
+    parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
     args = parser.parse_args(argv)
+    from .label_studio import labeling_config
     from .predictor import predict_file, predict_file_share
 
     if args.input != "-" and not os.path.isfile(args.input):
@@ -146,14 +152,18 @@ def _predict(argv):
         check_output_file(args.output, "--output", [args.input])
     ner = _load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
+    output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model))
+    if args.output_format == "label-studio":
+        log.info("Label Studio labeling config for these tasks:\n%s", labeling_config(ner.labels))
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 
         lines, failed = predict_file_share(extractor, args.input, args.output, args.input_format,
                                            args.lines_per_chunk, runtime.rank, runtime.world_size,
-                                           paddle.distributed.barrier)
+                                           paddle.distributed.barrier, **output)
     else:
-        lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk)
+        lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk,
+                                     **output)
     log.info("%d lines, %d with an error field", lines, failed)
     return 1 if failed else 0
 

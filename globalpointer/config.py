@@ -12,9 +12,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from .data.readers import JSON_FORMATS, TAGGED_FORMATS
 from .errors import ConfigError
 
-FORMATS = ("auto", "cluener", "cmeee", "jsonl", "chars", "conll")
+FORMATS = ("auto",) + JSON_FORMATS + TAGGED_FORMATS
 BACKENDS = ("auto", "dynamic", "paddle-inference", "onnxruntime")
 
 
@@ -36,8 +37,9 @@ class DataConfig:
     window_overlap: int = _opt(32, "tokens shared by consecutive windows of a long text")
     tokenization: str = _opt("auto", "char: one token per character (Chinese), subword: the tokenizer's own pieces, "
                              "auto: char for a Chinese vocabulary, else subword", ("auto", "char", "subword"))
-    on_error: str = _opt("raise", "a malformed record stops the run (raise) or is skipped and counted (skip)",
-                         ("raise", "skip"))
+    on_error: str = _opt("raise", "a malformed record stops the run (raise) or is skipped and counted (skip); "
+                         "repair: a B/I/M/E tag that continues no entity opens one (conlleval), counted, every "
+                         "sentence kept", ("raise", "skip", "repair"))
 
 
 @dataclass

@@ -3,6 +3,8 @@
 Input lines are plain text or JSON objects with a ``text`` field.  Each output line is
 ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` (for JSON input, the input's
 other fields are kept); a line that cannot be read gets ``"error"`` instead of failing the run.
+With ``label-studio`` output each line is that payload as a Label Studio task instead, and the file
+one JSON array (``[`` and ``]`` on lines of their own), which Label Studio imports.
 """
 import codecs
 import itertools
@@ -10,13 +12,18 @@ import json
 import os
 import shutil
 import sys
-from typing import Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from tqdm import tqdm
 
 from .errors import UserError
-from .inference import Extractor
+from .label_studio import label_studio_task
 from .spans import Record
+
+if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
+    from .inference import Extractor
+
+OUTPUT_FORMATS = ("jsonl", "label-studio")
 
 
 class ParsedLine(NamedTuple):
@@ -65,10 +72,37 @@ def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[
         yield chunk
 
 
-def predict_stream(extractor: Extractor, source: Iterable[bytes], sink: TextIO, input_format: str = "auto",
+class PredictionWriter:
+    """Writes one JSON value per input line: the payload (``jsonl``) or its Label Studio task, as
+    the lines of one JSON array unless ``array`` is False (a share that rank 0 joins)."""
+
+    def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
+                 array: Optional[bool] = None):
+        self.sink = sink
+        self.model_version = model_version
+        self.label_studio = output_format == "label-studio"
+        self.array = self.label_studio if array is None else array
+        self.count = 0
+
+    def write(self, payload: dict) -> None:
+        value = label_studio_task(payload, self.model_version) if self.label_studio else payload
+        self.write_json(json.dumps(value, ensure_ascii=False))
+
+    def write_json(self, encoded: str) -> None:
+        if self.array:
+            self.sink.write(",\n" if self.count else "[\n")
+        self.sink.write(encoded if self.array else encoded + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self.array:
+            self.sink.write(("\n" if self.count else "[\n") + "]\n")
+
+
+def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: PredictionWriter, input_format: str = "auto",
                    lines_per_chunk: int = 512, total_bytes: Optional[int] = None,
                    at_file_start: bool = True) -> Tuple[int, int]:
-    """Predict every line of ``source`` into ``sink``; returns (lines, lines with an error)."""
+    """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error)."""
     lines = failed = 0
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True)
     for chunk in read_chunks(source, lines_per_chunk):
@@ -88,29 +122,32 @@ def predict_stream(extractor: Extractor, source: Iterable[bytes], sink: TextIO, 
                 record = Record(item.text, entities_of.get(i, []))
                 payload = {**payload, "entities": record.entity_dicts(with_score=True)}
             failed += "error" in payload
-            sink.write(json.dumps(payload, ensure_ascii=False) + "\n")
+            writer.write(payload)
         lines += len(chunk)
         bar.update(sum(len(raw) for raw in chunk))
         bar.set_postfix(lines=lines, errors=failed)
     bar.close()
+    writer.close()
     return lines, failed
 
 
-def predict_file(extractor: Extractor, input_path: str, output_path: str, input_format: str = "auto",
-                 lines_per_chunk: int = 512) -> Tuple[int, int]:
+def predict_file(extractor: "Extractor", input_path: str, output_path: str, input_format: str = "auto",
+                 lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "") -> Tuple[int, int]:
     """``-`` means standard input / output.  A file output is written to ``.partial`` and renamed
     at the end, so a finished file is always complete."""
     total = os.path.getsize(input_path) if input_path != "-" else None
     source = sys.stdin.buffer if input_path == "-" else open(input_path, "rb")
     try:
         if output_path == "-":
-            return predict_stream(extractor, source, sys.stdout, input_format, lines_per_chunk, total)
+            return predict_stream(extractor, source, PredictionWriter(sys.stdout, output_format, model_version),
+                                  input_format, lines_per_chunk, total)
         directory = os.path.dirname(os.path.abspath(output_path))
         os.makedirs(directory, exist_ok=True)
         partial = output_path + ".partial"
         try:
             with open(partial, "w", encoding="utf-8") as sink:
-                counts = predict_stream(extractor, source, sink, input_format, lines_per_chunk, total)
+                counts = predict_stream(extractor, source, PredictionWriter(sink, output_format, model_version),
+                                        input_format, lines_per_chunk, total)
         except KeyboardInterrupt:
             with open(partial, "rb") as done:
                 written = sum(1 for _ in done)
@@ -144,8 +181,9 @@ def file_input_format(path: str, requested: str) -> str:
     return "text"
 
 
-def predict_file_share(extractor: Extractor, input_path: str, output_path: str, input_format: str,
-                       lines_per_chunk: int, rank: int, world_size: int, barrier) -> Tuple[int, int]:
+def predict_file_share(extractor: "Extractor", input_path: str, output_path: str, input_format: str,
+                       lines_per_chunk: int, rank: int, world_size: int, barrier, output_format: str = "jsonl",
+                       model_version: str = "") -> Tuple[int, int]:
     """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
     into ``OUT.part-RANK-of-N`` (written to .partial and renamed), wait for every process
     (``barrier``), then rank 0 joins the parts in order into ``OUT``, the same file one process writes."""
@@ -158,16 +196,31 @@ def predict_file_share(extractor: Extractor, input_path: str, output_path: str, 
     with open(input_path, "rb") as source:
         share = itertools.islice(source, first, stop)
         with open(part + ".partial", "w", encoding="utf-8") as sink:
-            counts = predict_stream(extractor, share, sink, input_format, lines_per_chunk, at_file_start=first == 0)
+            writer = PredictionWriter(sink, output_format, model_version, array=False)
+            counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
     os.replace(part + ".partial", part)
     barrier()
     if rank == 0:
         parts = [f"{output_path}.part-{r}-of-{world_size}" for r in range(world_size)]
-        with open(output_path + ".partial", "wb") as joined:
-            for name in parts:
-                with open(name, "rb") as piece:
-                    shutil.copyfileobj(piece, joined)
+        if output_format == "label-studio":
+            _join_as_array(parts, output_path + ".partial")
+        else:
+            with open(output_path + ".partial", "wb") as joined:
+                for name in parts:
+                    with open(name, "rb") as piece:
+                        shutil.copyfileobj(piece, joined)
         os.replace(output_path + ".partial", output_path)
         for name in parts:
             os.remove(name)
     return counts
+
+
+def _join_as_array(parts: List[str], output_path: str) -> None:
+    """JSON lines of the parts -> the one JSON array a single process writes."""
+    with open(output_path, "w", encoding="utf-8") as joined:
+        writer = PredictionWriter(joined, array=True)
+        for name in parts:
+            with open(name, encoding="utf-8") as piece:
+                for line in piece:
+                    writer.write_json(line.rstrip("\n"))
+        writer.close()

@@ -17,7 +17,7 @@ from globalpointer.data.readers import read_records
 from globalpointer.encoders import bert_tokenizer
 from globalpointer.errors import CheckpointError, ConfigError, DataError
 from globalpointer.model import load_checkpoint
-from globalpointer.predictor import predict_file, predict_stream
+from globalpointer.predictor import PredictionWriter, predict_file, predict_stream
 from synthetic import tiny_config, write_jsonl
 from test_predictor import FakeExtractor
 
@@ -206,7 +206,7 @@ def test_detected_format_is_said_once_per_file(tmp_path, caplog):
 def test_jsonl_with_a_byte_order_mark_keeps_its_fields():
     sink = io.StringIO()
     data = b'\xef\xbb\xbf{"text": "Paris", "id": 1}\n{"text": "Lyon", "id": 2}\n'
-    predict_stream(FakeExtractor(), io.BytesIO(data), sink)
+    predict_stream(FakeExtractor(), io.BytesIO(data), PredictionWriter(sink))
     first = json.loads(sink.getvalue().splitlines()[0])
     assert first["text"] == "Paris" and first["id"] == 1 and first["entities"][0]["type"] == "LOC"
 

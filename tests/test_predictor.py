@@ -1,7 +1,7 @@
 import io
 import json
 
-from globalpointer.predictor import parse_line, predict_stream, sniff_format
+from globalpointer.predictor import PredictionWriter, parse_line, predict_stream, sniff_format
 from globalpointer.spans import Entity
 
 
@@ -25,7 +25,7 @@ class FakeExtractor:
 
 def run(data: bytes, fmt="auto", chunk=2):
     sink = io.StringIO()
-    lines, failed = predict_stream(FakeExtractor(), io.BytesIO(data), sink, fmt, chunk)
+    lines, failed = predict_stream(FakeExtractor(), io.BytesIO(data), PredictionWriter(sink), fmt, chunk)
     return [json.loads(line) for line in sink.getvalue().splitlines()], lines, failed
 
 

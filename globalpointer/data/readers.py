@@ -2,9 +2,13 @@
 
 JSON formats (a JSON array or one object per line): ``cluener`` ({"text", "label": {type: {entity:
 [[start, end]]}}}, inclusive ends), ``cmeee`` ({"text", "entities": [{start_idx, end_idx, type}]},
-inclusive) and ``jsonl``, the project's own ({"text", "entities": [{start, end, type}]}, end
-exclusive).  Tagged formats: ``chars`` (one character and its tag per line, MSRA) and ``conll`` (one
-word per line, tag in the last column, words joined by spaces).  ``auto`` tells them apart.
+inclusive), ``jsonl``, the project's own ({"text", "entities": [{start, end, type}]}, end
+exclusive), and the annotation tools' exports: ``doccano`` ({"text", "label": [[start, end, type]]}
+or {"text", "entities": [{start_offset, end_offset, label}]}, end exclusive; Label Studio's JSON-MIN
+export, {"text", "label": [{start, end, labels}]}, reads the same way) and ``label-studio`` (tasks
+{"data": {"text"}, "annotations": [{"result": [{"value": {start, end, labels}}]}]}).  Tagged formats:
+``chars`` (one character and its tag per line, MSRA) and ``conll`` (one word per line, tag in the
+last column, words joined by spaces).  ``auto`` tells them apart.
 """
 import json
 import logging
@@ -18,26 +22,36 @@ from .tags import tags_to_spans
 
 log = logging.getLogger(__name__)
 
-JSON_FORMATS = ("cluener", "cmeee", "jsonl")
+JSON_FORMATS = ("cluener", "cmeee", "jsonl", "doccano", "label-studio")
 TAGGED_FORMATS = ("chars", "conll")
 
 
 class ErrorPolicy:
-    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted."""
+    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted.
+    ``repair``: a tag sequence whose continuation tag opens no entity is read as conlleval reads it
+    (the tag starts an entity of its own type) and counted; any other bad record stops the run."""
 
     def __init__(self, mode: str = "raise"):
         self.mode = mode
         self.skipped: List[str] = []
+        self.repaired: List[str] = []
 
     def __call__(self, error: DataError) -> None:
         if self.mode != "skip":
             raise error
         self.skipped.append(str(error))
 
+    @property
+    def repair(self) -> Optional[Callable[[str], None]]:
+        return self.repaired.append if self.mode == "repair" else None
+
     def report(self, path: str) -> None:
         if self.skipped:
             log.warning("%s: skipped %d malformed record(s) (data.on_error=skip); first: %s",
                         path, len(self.skipped), self.skipped[0])
+        if self.repaired:
+            log.warning("%s: repaired %d continuation tag(s) that opened no entity (data.on_error=repair); "
+                        "first: %s", path, len(self.repaired), self.repaired[0])
 
 
 def read_text(path: str) -> str:
@@ -123,6 +137,29 @@ def _text_of(obj, where: str) -> str:
     return text
 
 
+def utf16_to_code_points(text: str, start: int, end: int) -> Tuple[int, int]:
+    """Offsets counted in UTF-16 code units (JavaScript's string indices, which count a character
+    outside the Basic Multilingual Plane, such as an emoji, twice) -> Python's code-point offsets."""
+    points, units = [], 0
+    for index, char in enumerate(text):
+        points.append((units, index))
+        units += 2 if ord(char) > 0xFFFF else 1
+    points.append((units, len(text)))
+    lookup = dict(points)
+    return lookup.get(start, start), lookup.get(end, end)
+
+
+def tool_offsets(text: str, start, end, expected_text: Optional[str]) -> Tuple[object, object]:
+    """An annotation tool's end-exclusive offsets in code points.  Current doccano and Label Studio
+    count code points; older releases counted UTF-16 units, so when the span's own text says the
+    code-point reading is wrong and the UTF-16 reading right, the latter is taken."""
+    if (expected_text is None or not isinstance(start, int) or not isinstance(end, int)
+            or text[start:end] == expected_text):
+        return start, end
+    converted = utf16_to_code_points(text, start, end)
+    return converted if text[converted[0]:converted[1]] == expected_text else (start, end)
+
+
 def check_entity(text: str, start, end, entity_type, where: str, expected_text: Optional[str] = None) -> Entity:
     """Validate an end-exclusive span against its text."""
     if not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool):
@@ -190,16 +227,85 @@ def parse_jsonl(obj, where: str) -> Record:
     return Record(text, sorted(set(entities)), where)
 
 
-JSON_PARSERS: dict = {"cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl}
+def _doccano_span(text: str, item, where: str) -> List[Entity]:
+    if isinstance(item, list) and len(item) == 3:  # [start, end, type]
+        start, end = tool_offsets(text, item[0], item[1], None)
+        return [check_entity(text, start, end, item[2], where)]
+    if isinstance(item, dict) and "labels" in item:  # Label Studio JSON-MIN: {start, end, text, labels}
+        return _labelled_region(text, item, where)
+    if isinstance(item, dict):  # doccano with relations: {id, label, start_offset, end_offset}
+        start, end = tool_offsets(text, item.get("start_offset"), item.get("end_offset"), None)
+        return [check_entity(text, start, end, item.get("label"), where)]
+    raise DataError(f"{where}: a doccano label is [start, end, \"TYPE\"] or {{\"start_offset\", \"end_offset\", "
+                    f"\"label\"}}, got {item!r}")
+
+
+def _labelled_region(text: str, value: dict, where: str) -> List[Entity]:
+    """Label Studio's region value {start, end, text, labels: [TYPE, ...]}: one entity per label."""
+    labels = value.get("labels")
+    if not isinstance(labels, list) or not labels:
+        raise DataError(f"{where}: a labelled region needs \"labels\": [\"TYPE\"], got {value!r}")
+    start, end = tool_offsets(text, value.get("start"), value.get("end"), value.get("text"))
+    return [check_entity(text, start, end, label, where, value.get("text")) for label in labels]
+
+
+def parse_doccano(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    key = next((k for k in ("label", "labels", "entities") if k in obj), "label")
+    items = obj.get(key) or []
+    if not isinstance(items, list):
+        raise DataError(f"{where}: \"{key}\" must be a list of labels, got {items!r}")
+    entities = [entity for item in items for entity in _doccano_span(text, item, where)]
+    return Record(text, sorted(set(entities)), where)
+
+
+def _task_text(data, where: str) -> str:
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: a Label Studio task needs a \"data\" object holding its text")
+    if "text" in data:
+        return _text_of(data, where)
+    strings = [key for key, value in data.items() if isinstance(value, str)]
+    if len(strings) != 1:
+        raise DataError(f"{where}: the task's data has no \"text\" field and {len(strings)} string fields "
+                        f"({', '.join(strings) or 'none'}); name the text field \"text\"")
+    return _text_of({"text": data[strings[0]]}, where)
+
+
+def parse_label_studio(obj, where: str) -> Record:
+    """A task's first annotation that was not cancelled; its ``labels`` regions are the entities
+    (other result types, such as relations or choices, are not entities and are passed over)."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: a Label Studio task must be an object with \"data\" and \"annotations\"")
+    text = _task_text(obj.get("data"), where)
+    annotations = [a for a in obj.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
+    if not annotations:
+        raise DataError(f"{where}: task {obj.get('id', '')} has no annotation (only predictions or none); "
+                        f"annotate it, or set data.on_error=skip to leave unannotated tasks out")
+    entities = []
+    for result in annotations[0].get("result") or []:
+        if isinstance(result, dict) and result.get("type", "labels") == "labels" and "value" in result:
+            entities.extend(_labelled_region(text, result["value"], where))
+    return Record(text, sorted(set(entities)), where)
+
+
+JSON_PARSERS: dict = {"cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl,
+                      "doccano": parse_doccano, "label-studio": parse_label_studio}
 
 
 def json_format_of(obj) -> str:
     if isinstance(obj, dict):
-        if "label" in obj:
+        if isinstance(obj.get("data"), dict) and ("annotations" in obj or "predictions" in obj):
+            return "label-studio"
+        if isinstance(obj.get("label"), dict):
             return "cluener"
+        if isinstance(obj.get("label"), list) or isinstance(obj.get("labels"), list):
+            return "doccano"
         entities = obj.get("entities") or []
-        if isinstance(entities, list) and entities and isinstance(entities[0], dict) and "start_idx" in entities[0]:
-            return "cmeee"
+        if isinstance(entities, list) and entities and isinstance(entities[0], dict):
+            if "start_idx" in entities[0]:
+                return "cmeee"
+            if "start_offset" in entities[0]:
+                return "doccano"
     return "jsonl"
 
 
@@ -229,14 +335,15 @@ def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], Lis
         yield tokens, tags, where
 
 
-def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str) -> Record:
+def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str,
+                  repair: Optional[Callable[[str], None]] = None) -> Record:
     starts, position = [], 0
     for token in tokens:
         starts.append(position)
         position += len(token) + len(joiner)
     text = joiner.join(tokens)
     entities = [Entity(starts[a], starts[b - 1] + len(tokens[b - 1]), entity_type)
-                for a, b, entity_type in tags_to_spans(tags, where)]
+                for a, b, entity_type in tags_to_spans(tags, where, repair)]
     if not text.strip():
         raise DataError(f"{where[0]}: the sentence is only whitespace")
     return Record(text, entities, where[0])
@@ -280,7 +387,7 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
     elif fmt in TAGGED_FORMATS:
         joiner = "" if fmt == "chars" else " "
         for tokens, tags, where in iter_tagged_sentences(path, text):
-            add(lambda: tagged_record(tokens, tags, where, joiner))
+            add(lambda: tagged_record(tokens, tags, where, joiner, policy.repair))
             if limit and len(records) >= limit:
                 break
     else:

@@ -1,6 +1,7 @@
-"""Tag sequences (BIO/IOB2, BIOES, BMES) -> spans, strictly: an I-/M-/E- tag must continue an
-entity of the same type that a B- tag opened."""
-from typing import List, Sequence, Tuple
+"""Tag sequences (BIO/IOB2, BIOES, BMES) -> spans.  Strictly, an I-/M-/E- tag must continue an
+entity of the same type that a B- tag opened; with a ``repair`` callback such a tag opens a new
+entity of its own type instead (conlleval's reading), and the callback hears of each one."""
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 
@@ -18,8 +19,11 @@ def split_tag(tag: str) -> Tuple[str, str]:
     return prefix, entity_type
 
 
-def tags_to_spans(tags: Sequence[str], where: Sequence[str]) -> List[Tuple[int, int, str]]:
-    """Token-index spans ``(start, end_exclusive, type)``.  ``where[i]`` names token i's file:line."""
+def tags_to_spans(tags: Sequence[str], where: Sequence[str],
+                  repair: Optional[Callable[[str], None]] = None) -> List[Tuple[int, int, str]]:
+    """Token-index spans ``(start, end_exclusive, type)``.  ``where[i]`` names token i's file:line.
+    ``repair``: called with a message for every continuation tag that opened an entity, instead of
+    the error."""
     spans: List[Tuple[int, int, str]] = []
     open_start, open_type = None, None
 
@@ -45,8 +49,13 @@ def tags_to_spans(tags: Sequence[str], where: Sequence[str]) -> List[Tuple[int, 
         else:  # I, M, E continue an open entity of the same type
             if open_start is None or open_type != entity_type:
                 opened = f"an open {open_type} entity" if open_start is not None else "no open entity"
-                raise DataError(f"{where[index]}: tag {tag} continues an entity but there is {opened}; "
-                                f"an entity must start with B-{entity_type} (or S-{entity_type} for one token)")
+                message = f"{where[index]}: tag {tag} continues an entity but there is {opened}"
+                if repair is None:
+                    raise DataError(f"{message}; an entity must start with B-{entity_type} (or S-{entity_type} for "
+                                    f"one token), or set data.on_error=repair to read it as the start of one")
+                repair(message)
+                close(index)
+                open_start, open_type = index, entity_type
             if prefix in END:
                 close(index + 1)
     close(len(tags))

@@ -1,0 +1,218 @@
+"""doccano and Label Studio files in, Label Studio tasks out, and conlleval's repair of tag noise."""
+import io
+import json
+
+import pytest
+
+from globalpointer.data.readers import detect_format, read_records, read_text
+from globalpointer.errors import DataError
+from globalpointer.label_studio import labeling_config
+from globalpointer.predictor import PredictionWriter, predict_stream
+from globalpointer.spans import Entity
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    return str(path)
+
+
+def spans(record):
+    return [(e.start, e.end, e.type, record.text[e.start:e.end]) for e in record.entities]
+
+
+# doccano's documented exports: sequence labeling ("label": [[start, end, type]]) and with relations
+
+def test_doccano_sequence_labeling_export(tmp_path):
+    path = write(tmp_path, "doccano.jsonl",
+                 '{"id": 1, "text": "EU rejects German call to boycott British lamb.", '
+                 '"label": [[0, 2, "ORG"], [11, 17, "MISC"], [34, 41, "MISC"]], "Comments": []}\n'
+                 '{"id": 2, "text": "Peter Blackburn", "label": []}\n')
+    assert detect_format(path, read_text(path)) == "doccano"
+    first, second = read_records(path)
+    assert spans(first) == [(0, 2, "ORG", "EU"), (11, 17, "MISC", "German"), (34, 41, "MISC", "British")]
+    assert second.entities == []
+
+
+def test_doccano_relation_export_reads_entities(tmp_path):
+    path = write(tmp_path, "rel.jsonl", json.dumps(
+        {"id": 6400, "text": "张三在北京大学读书", "Comments": [],
+         "entities": [{"id": 1, "label": "PER", "start_offset": 0, "end_offset": 2},
+                      {"id": 2, "label": "ORG", "start_offset": 3, "end_offset": 7}],
+         "relations": [{"id": 3, "from_id": 1, "to_id": 2, "type": "就读"}]}, ensure_ascii=False) + "\n")
+    [record] = read_records(path)
+    assert spans(record) == [(0, 2, "PER", "张三"), (3, 7, "ORG", "北京大学")]
+
+
+def test_doccano_bad_label_names_the_line(tmp_path):
+    path = write(tmp_path, "bad.jsonl", '{"text": "abc", "label": [[0, 2, "X"]]}\n{"text": "abc", "label": [[2, 9, "X"]]}\n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: entity X \[2, 9\) lies outside the text of length 3"):
+        read_records(path)
+    assert len(read_records(path, on_error="skip")) == 1
+
+
+# Label Studio's documented JSON export: a list of tasks with annotations[].result[].value
+
+LABEL_STUDIO_EXPORT = [
+    {"id": 1, "data": {"text": "Alice met Bob in Paris."},
+     "annotations": [{"id": 9, "completed_by": 1, "was_cancelled": False, "ground_truth": False,
+                      "result": [{"value": {"start": 0, "end": 5, "text": "Alice", "labels": ["PER"]},
+                                  "id": "a1", "from_name": "label", "to_name": "text", "type": "labels",
+                                  "origin": "manual"},
+                                 {"value": {"start": 17, "end": 22, "text": "Paris", "labels": ["LOC"]},
+                                  "id": "a2", "from_name": "label", "to_name": "text", "type": "labels"},
+                                 {"value": {"choices": ["news"]}, "id": "c", "from_name": "topic",
+                                  "to_name": "text", "type": "choices"}]}],
+     "predictions": []},
+    {"id": 2, "data": {"text": "Nothing here."},
+     "annotations": [{"id": 10, "was_cancelled": True, "result": [
+         {"value": {"start": 0, "end": 7, "text": "Nothing", "labels": ["PER"]}, "type": "labels"}]},
+                     {"id": 11, "was_cancelled": False, "result": []}]},
+]
+
+
+def test_label_studio_export(tmp_path):
+    path = write(tmp_path, "export.json", json.dumps(LABEL_STUDIO_EXPORT, indent=2))
+    assert detect_format(path, read_text(path)) == "label-studio"
+    first, second = read_records(path)
+    assert spans(first) == [(0, 5, "PER", "Alice"), (17, 22, "LOC", "Paris")]
+    assert second.entities == []  # the cancelled annotation is not the answer
+
+
+def test_label_studio_task_without_annotation_is_an_error_or_skipped(tmp_path):
+    tasks = LABEL_STUDIO_EXPORT + [{"id": 3, "data": {"text": "Unlabelled"}, "annotations": [],
+                                    "predictions": [{"result": []}]}]
+    path = write(tmp_path, "export.json", json.dumps(tasks))
+    with pytest.raises(DataError, match="task 3 has no annotation"):
+        read_records(path)
+    assert len(read_records(path, on_error="skip")) == 2
+
+
+def test_old_utf16_offsets_are_converted_when_the_text_says_so(tmp_path):
+    # Label Studio before the fix for surrogate pairs counted the emoji as two: "annotation" at 13..23.
+    text = "💩This is an annotation."
+    task = {"data": {"text": text}, "annotations": [{"result": [
+        {"value": {"start": 13, "end": 23, "text": "annotation", "labels": ["X"]}, "type": "labels"}]}]}
+    [record] = read_records(write(tmp_path, "old.json", json.dumps([task], ensure_ascii=False)))
+    assert spans(record) == [(12, 22, "X", "annotation")]
+
+
+def test_label_studio_json_min_reads_like_doccano(tmp_path):
+    path = write(tmp_path, "min.json", json.dumps([{"id": 1, "text": "Alice met Bob", "annotator": 1,
+                                                     "label": [{"start": 10, "end": 13, "text": "Bob",
+                                                                "labels": ["PER"]}]}]))
+    [record] = read_records(path)
+    assert spans(record) == [(10, 13, "PER", "Bob")]
+
+
+# predictions -> Label Studio tasks -> (corrected in Label Studio) -> read back as training data
+
+class FakeExtractor:
+    def extract(self, texts):
+        return [[Entity(t.find(name), t.find(name) + len(name), kind, 0.75 if kind == "LOC" else 0.5)
+                 for name, kind in (("Paris", "LOC"), ("Alice", "PER")) if name in t] for t in texts]
+
+
+def test_label_studio_output_is_one_json_array_with_a_task_per_input_line():
+    sink = io.StringIO()
+    data = b'Alice in Paris\n\n{"broken\nno entity\n'
+    lines, failed = predict_stream(FakeExtractor(), io.BytesIO(data), PredictionWriter(sink, "label-studio", "m1"),
+                                   "text")
+    out = sink.getvalue().splitlines()
+    assert lines == 4 and len(out) == 4 + 2 and out[0] == "[" and out[-1] == "]"
+    tasks = json.loads(sink.getvalue())
+    assert [t["data"]["text"] for t in tasks] == ["Alice in Paris", "", '{"broken', "no entity"]
+    [prediction] = tasks[0]["predictions"]
+    assert prediction["model_version"] == "m1" and prediction["score"] == 0.5  # the least certain entity
+    assert [(r["value"]["start"], r["value"]["end"], r["value"]["text"], r["value"]["labels"], r["score"],
+             r["from_name"], r["to_name"], r["type"]) for r in prediction["result"]] == [
+        (9, 14, "Paris", ["LOC"], 0.75, "label", "text", "labels"), (0, 5, "Alice", ["PER"], 0.5, "label", "text", "labels")]
+    assert "score" not in tasks[3]["predictions"][0] and tasks[3]["predictions"][0]["result"] == []
+
+
+def test_empty_input_is_an_empty_array():
+    sink = io.StringIO()
+    predict_stream(FakeExtractor(), io.BytesIO(b""), PredictionWriter(sink, "label-studio"))
+    assert json.loads(sink.getvalue()) == []
+
+
+def test_round_trip_through_label_studio(tmp_path):
+    sink = io.StringIO()
+    source = b'{"text": "Alice lives in Paris", "id": 7}\n{"text": "Paris", "id": 8}\n'
+    predict_stream(FakeExtractor(), io.BytesIO(source), PredictionWriter(sink, "label-studio", "gp"))
+    tasks = json.loads(sink.getvalue())
+    assert tasks[0]["data"] == {"text": "Alice lives in Paris", "id": 7}
+    # What Label Studio exports after an annotator accepts the pre-annotations: the prediction's
+    # result becomes the annotation's result; the predictions stay beside it.
+    exported = [{"id": i, **task, "annotations": [{"id": 100 + i, "result": task["predictions"][0]["result"],
+                                                     "was_cancelled": False}]} for i, task in enumerate(tasks)]
+    records = read_records(write(tmp_path, "export.json", json.dumps(exported)))
+    assert [spans(r) for r in records] == [[(0, 5, "PER", "Alice"), (15, 20, "LOC", "Paris")], [(0, 5, "LOC", "Paris")]]
+    # Without annotations (not yet reviewed) the tasks are not training data.
+    with pytest.raises(DataError, match="no annotation"):
+        read_records(write(tmp_path, "tasks.json", sink.getvalue()))
+
+
+def test_labeling_config_names_every_type_and_escapes_them():
+    config = labeling_config(["PER", 'A"B'])
+    assert '<Labels name="label" toName="text">' in config and '<Text name="text" value="$text"/>' in config
+    assert '<Label value="PER"/>' in config and "<Label value='A\"B'/>" in config
+
+
+# data.on_error=repair: conlleval's reading of a continuation tag that continues nothing
+
+NOISY = "张 B-PER.NAM\n三 I-PER.NOM\n在 O\n\n北 M-ORG\n京 E-ORG\n好 O\n\n他 O\n们 I-PER\n\n"
+
+
+def test_repair_keeps_every_sentence_and_counts_the_repairs(tmp_path, caplog):
+    path = write(tmp_path, "weibo.txt", NOISY)
+    with pytest.raises(DataError, match=r"weibo.txt:2: tag I-PER.NOM continues an entity but there is an open "
+                                        r"PER.NAM entity; .* data.on_error=repair"):
+        read_records(path, "chars")
+    with pytest.raises(DataError, match="no usable records"):  # skip would drop every sentence
+        read_records(path, "chars", on_error="skip")
+    records = read_records(path, "chars", on_error="repair")
+    assert [spans(r) for r in records] == [[(0, 1, "PER.NAM", "张"), (1, 2, "PER.NOM", "三")],
+                                           [(0, 2, "ORG", "北京")], [(1, 2, "PER", "们")]]
+    assert "repaired 3 continuation tag(s)" in caplog.text
+
+
+def test_repair_still_stops_on_records_it_cannot_repair(tmp_path):
+    path = write(tmp_path, "bad.txt", "张 B-PER\n三 X-PER\n")
+    with pytest.raises(DataError, match="bad.txt:2"):
+        read_records(path, "chars", on_error="repair")
+
+
+def test_shares_of_several_processes_join_into_the_same_array(tmp_path):
+    from globalpointer.predictor import predict_file, predict_file_share
+
+    source = tmp_path / "in.txt"
+    source.write_text("Alice\nParis and Alice\n\nnothing\nParis\n", encoding="utf-8")
+    predict_file(FakeExtractor(), str(source), str(tmp_path / "one.json"), output_format="label-studio",
+                 model_version="m")
+    for rank in (1, 0):  # rank 1 finishes first; rank 0 joins after the barrier
+        predict_file_share(FakeExtractor(), str(source), str(tmp_path / "two.json"), "auto", 2, rank, 2,
+                           lambda: None, output_format="label-studio", model_version="m")
+    assert (tmp_path / "two.json").read_bytes() == (tmp_path / "one.json").read_bytes()
+    assert len(json.loads((tmp_path / "one.json").read_text(encoding="utf-8"))) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "one.json", "two.json"]
+
+
+def test_predict_cli_to_label_studio_and_back_into_evaluate(trained, tmp_path, capsys):
+    from globalpointer.cli import evaluate_main, predict_main
+
+    texts = [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")][:20]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    tasks_path = tmp_path / "tasks.json"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tasks_path), "--output-format", "label-studio"]) == 0
+    tasks = json.loads(tasks_path.read_text(encoding="utf-8"))
+    assert len(tasks) == 20 and tasks[0]["predictions"][0]["model_version"] == str(trained / "run" / "best")
+    assert sum(len(t["predictions"][0]["result"]) for t in tasks) > 20
+    exported = [{"id": i, **t, "annotations": [{"result": t["predictions"][0]["result"]}]} for i, t in enumerate(tasks)]
+    (tmp_path / "export.json").write_text(json.dumps(exported, ensure_ascii=False), encoding="utf-8")
+    capsys.readouterr()
+    assert evaluate_main(["--model", str(trained / "run" / "best"), "--data", str(tmp_path / "export.json"),
+                          "--output", str(tmp_path / "report.json")]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["micro"]["f1"] == 1.0 and report["micro"]["support"] == report["micro"]["predicted"] > 20
