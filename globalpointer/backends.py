@@ -92,7 +92,7 @@ class _ExportedModel:
     def __init__(self, tril_mask: bool):
         self.tril_mask = tril_mask
 
-    def decode(self, logits, token_mask, threshold: float):
+    def decode(self, logits, token_mask, threshold):
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
 
 

@@ -59,7 +59,7 @@ def _train(argv):
     return 0
 
 
-def _load_for_inference(args):
+def load_for_inference(args):
     from .pipeline import load
 
     ner = load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
@@ -77,7 +77,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _inference_arguments(parser):
+def inference_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
                                                        "export directory (python -m globalpointer.export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -89,7 +89,7 @@ def _inference_arguments(parser):
 
 def _evaluate(argv):
     parser = argparse.ArgumentParser(prog="evaluate.py", description="Span precision / recall / F1 of a checkpoint.")
-    _inference_arguments(parser)
+    inference_arguments(parser)
     parser.add_argument("--data", help="labelled file in any supported format (default: the run's test, else dev file)")
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
     parser.add_argument("--output", help="write the JSON report here, and the predictions beside it as .predictions.jsonl")
@@ -101,7 +101,7 @@ def _evaluate(argv):
 
     if args.format:
         args.set.append(f"data.format={args.format}")
-    ner = _load_for_inference(args)
+    ner = load_for_inference(args)
     config, labels, extractor = ner.config, ner.labels, ner.extractor
     path = args.data or config.data.test or config.data.dev
     if not path:
@@ -131,7 +131,7 @@ def _predictions_path(report_path: str) -> str:
 
 def _predict(argv):
     parser = argparse.ArgumentParser(prog="predict.py", description="Extract entities from every line of a file.")
-    _inference_arguments(parser)
+    inference_arguments(parser)
     parser.add_argument("--input", default="-", help="text file (one text per line) or JSON lines with a text field; "
                                                      "- for standard input")
     parser.add_argument("--output", default="-", help="JSON lines out, one per input line; - for standard output")
@@ -150,7 +150,7 @@ def _predict(argv):
         raise UserError(f"--input: file not found: {args.input}")
     if args.output != "-":
         check_output_file(args.output, "--output", [args.input])
-    ner = _load_for_inference(args)
+    ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model))
     if args.output_format == "label-studio":

@@ -56,6 +56,9 @@ class ModelConfig:
     decode: str = _opt("nested", "nested: every span above the threshold; flat: greedy non-overlapping by score",
                        ("nested", "flat"))
     threshold: float = _opt(0.0, "span heads: a span is predicted when its logit exceeds this (0: probability 0.5)")
+    calibrated_thresholds: bool = _opt(True, "span heads: use the per-type thresholds of the model directory's "
+                                       "thresholds.json (python -m globalpointer.calibrate) when it has one; "
+                                       "false: model.threshold for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head")
 
 

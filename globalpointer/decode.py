@@ -1,6 +1,6 @@
 """Logits -> spans.  Spans are ``(type, start, end, score)`` with token indices, end inclusive,
-and score = sigmoid(logit)."""
-from typing import List, NamedTuple, Sequence
+and score = sigmoid(logit).  A threshold is one logit for every type or a sequence of one per type."""
+from typing import List, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -14,16 +14,25 @@ class TokenSpan(NamedTuple):
     score: float
 
 
+Threshold = Union[float, Sequence[float]]
+
+
+def threshold_array(threshold: Threshold) -> np.ndarray:
+    """float32 limits: shape [1] for one threshold, [types] for one per type."""
+    return np.atleast_1d(np.asarray(threshold, dtype=np.float32))
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow warning for large |x|
 
 
-def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: float = 0.0) -> List[List[TokenSpan]]:
-    """Every unmasked cell with logit > threshold, for each example of the batch (nested output).
+def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.0) -> List[List[TokenSpan]]:
+    """Every unmasked cell with logit > its type's threshold, for each example of the batch (nested output).
 
     ``logits`` ``[batch, types, L, L]``; ``mask`` broadcastable to it, False on padding, special
     tokens and (with a tril mask) end < start.  One vectorised pass over the batch."""
-    hits = np.argwhere((logits > threshold) & mask)
+    limits = threshold_array(threshold)
+    hits = np.argwhere((logits > limits.reshape(1, -1, 1, 1)) & mask)
     return spans_from_hits(hits, logits[tuple(hits.T)], logits.shape[0])
 
 

@@ -13,7 +13,7 @@ from typing import List, Tuple
 import paddle
 from paddle import nn
 
-from .decode import TokenSpan, spans_from_hits
+from .decode import Threshold, TokenSpan, spans_from_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
@@ -23,11 +23,12 @@ HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_ta
 
 
 def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_mask: bool,
-                       threshold: float) -> List[List[TokenSpan]]:
+                       threshold: Threshold) -> List[List[TokenSpan]]:
     """``decode_spans`` with the threshold applied where the logits are (GPU or CPU): only the
     cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
-    hits = logits > threshold
-    if threshold <= MASKED_LOGIT / 2:  # masked cells hold score + MASKED_LOGIT: only this low may they pass
+    limits = threshold_array(threshold)
+    hits = logits > (float(limits[0]) if limits.size == 1 else paddle.to_tensor(limits.reshape(1, -1, 1, 1)))
+    if limits.min() <= MASKED_LOGIT / 2:  # masked cells hold score + MASKED_LOGIT: only this low may they pass
         hits = hits & span_mask(token_mask, tril_mask)
     hits = paddle.nonzero(hits)
     if hits.shape[0] == 0:
@@ -67,7 +68,7 @@ class _SpanHead(nn.Layer):
             value = sparse_span_loss(logits, gold, mask)
         return value, count_masked_gold(gold, mask)
 
-    def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: float) -> List[List[TokenSpan]]:
+    def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: Threshold) -> List[List[TokenSpan]]:
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
 
 

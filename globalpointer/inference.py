@@ -5,7 +5,7 @@ import paddle
 
 from .data.batching import collate, length_grouped_batches
 from .data.features import TextEncoder, Window, window_entities
-from .decode import select_flat
+from .decode import Threshold, select_flat
 from .spans import Entity
 
 
@@ -17,9 +17,10 @@ class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
     def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
-                 threshold: float = 0.0, batch_size: int = 64, decoder: Callable = None):
+                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None):
         """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
-        (outputs, token_mask, threshold) to token spans: the model's head's by default."""
+        (outputs, token_mask, threshold) to token spans: the model's head's by default.
+        ``threshold``: one logit, or one per label."""
         self.model = model
         self.decoder = decoder or model.head.decode
         self.text_encoder = text_encoder

@@ -6,9 +6,10 @@ prediction need nothing but the directory.  Checkpoints of earlier versions hold
 ``model_state.pdparams`` instead; it is read as data only (``weights.py``).
 """
 import json
+import math
 import os
 import shutil
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Optional
 
 import paddle
 from paddle import nn
@@ -25,6 +26,7 @@ WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"
 METADATA_FILES = ("config.yaml", "labels.json", "config.json", "vocab.txt")
 CHECKPOINT_INFO = "checkpoint.json"  # what loading checks the other files against (vocabulary size)
+THRESHOLDS = "thresholds.json"  # per-type thresholds written by python -m globalpointer.calibrate
 
 
 class SpanModel(nn.Layer):
@@ -105,6 +107,23 @@ def _read_labels(directory: str) -> List[str]:
     except (ValueError, AssertionError):
         raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
     return labels
+
+
+def read_thresholds(directory: str, labels: List[str]) -> Optional[List[float]]:
+    """The calibrated logit threshold of every label, in label order, or None without the file."""
+    path = os.path.join(directory, THRESHOLDS)
+    if not os.path.isfile(path):
+        return None
+    fix = f"rerun python -m globalpointer.calibrate --model {directory} --data FILE, or delete the file"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            thresholds = json.load(handle)["thresholds"]
+        values = [float(thresholds[label]) for label in labels]
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{path} is corrupted or not for this model's labels ({error!r}): {fix}") from None
+    if not all(math.isfinite(value) for value in values) or set(thresholds) != set(labels):
+        raise CheckpointError(f"{path} needs one finite threshold for each of {', '.join(labels)}: {fix}")
+    return values
 
 
 def weights_file(directory: str) -> str:

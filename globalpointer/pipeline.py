@@ -7,13 +7,18 @@
 
 ``load`` reads the model directory's config, applies overrides (``model__threshold=0.5`` or
 ``overrides=["model.threshold=0.5"]``, as ``--set`` does), sets the device, picks the backend
-(``inference.backend``) and only then builds the model.
+(``inference.backend``) and only then builds the model.  Per-type thresholds that
+``python -m globalpointer.calibrate`` stored in the directory are used unless
+``model.calibrated_thresholds`` is false.
 """
+import logging
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 from .config import RunConfig, yaml_scalar
 from .runtime import Runtime
 from .spans import Record
+
+log = logging.getLogger("globalpointer")
 
 
 class Pipeline:
@@ -61,7 +66,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     from .backends import InferenceModel, OnnxModel, choose_backend, is_export, onnx_file
     from .data.splits import text_encoder_for
     from .inference import Extractor
-    from .model import build_from_checkpoint, check_checkpoint_files, load_metadata, resolve_checkpoint
+    from .model import (THRESHOLDS, build_from_checkpoint, check_checkpoint_files, load_metadata, read_thresholds,
+                        resolve_checkpoint)
     from .runtime import cpu_thread_count, setup_runtime
 
     settings = _overrides(overrides, keyword_overrides) + ([f"inference.backend={backend}"] if backend else [])
@@ -84,6 +90,13 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         network = OnnxModel(directory, config.model.tril_mask, threads, runtime.device,
                             onnx_file(config.inference.precision))
         decoder = network.decode
+    threshold = config.model.threshold
+    calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
+    if calibrated is not None:
+        threshold = calibrated
+        log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
+                 THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
+                 config.model.threshold)
     extractor = Extractor(network, text_encoder_for(config, tokenizer), labels, config.model.decode,
-                          config.model.threshold, window_batch_size or config.train.eval_batch_size, decoder)
+                          threshold, window_batch_size or config.train.eval_batch_size, decoder)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -88,7 +88,8 @@ def remove_run_files(run_dir: str) -> None:
 
 
 # Keys that may change on --resume: they decide what is evaluated, kept or shown, not what is learned.
-RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "train.eval_batch_size",
+RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "model.calibrated_thresholds",
+                     "train.eval_batch_size",
                      "train.eval_every", "train.patience", "train.log_every", "device", "cpu_threads", "output_dir",
                      "inference.backend", "inference.precision", "inference.tensorrt"}
 

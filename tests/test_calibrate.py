@@ -1,0 +1,132 @@
+"""Per-type thresholds: the search finds the best threshold of each type, decoding applies one
+threshold per type, and the CLI stores them where predict / evaluate / the API use them."""
+import itertools
+import json
+import shutil
+
+import numpy as np
+import paddle
+import pytest
+
+from globalpointer.calibrate import GRID, apply_thresholds, choose_thresholds
+from globalpointer.decode import decode_spans, sigmoid
+from globalpointer.heads import decode_span_logits
+from globalpointer.spans import Entity
+
+
+def random_task(seed, texts=40, labels=("A", "B")):
+    """Candidates with random logits; a candidate is gold with a probability rising with its logit."""
+    rng = np.random.default_rng(seed)
+    candidates, gold = [], []
+    for _ in range(texts):
+        found, truth = [], []
+        for start in range(0, 30, 3):
+            label = labels[rng.integers(len(labels))]
+            logit = float(rng.uniform(-4, 4)) * (1.5 if label == "B" else 1.0)
+            entity = Entity(start, start + 2, label, float(sigmoid(np.float64(logit))))
+            if logit > -4:
+                found.append(entity)
+            if rng.random() < 1 / (1 + np.exp(-(logit - (1.0 if label == "A" else -1.5)))):
+                truth.append(entity._replace(score=1.0))
+        candidates.append(found)
+        gold.append(truth)
+    return candidates, gold
+
+
+def f1_by_hand(candidates, gold, label, threshold):
+    """Independent of span_report: count per type with sets of (text, start, end)."""
+    limit = 1 / (1 + np.exp(-threshold))
+    predicted = {(i, e.start, e.end) for i, found in enumerate(candidates) for e in found
+                 if e.type == label and e.score > limit}
+    truth = {(i, e.start, e.end) for i, entities in enumerate(gold) for e in entities if e.type == label}
+    return 2 * len(predicted & truth) / (len(predicted) + len(truth)) if predicted or truth else 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nested_search_finds_each_types_best_threshold(seed):
+    candidates, gold = random_task(seed)
+    chosen = choose_thresholds(candidates, gold, ["A", "B"], 0.0, flat=False)
+    for label in ("A", "B"):
+        best = max(f1_by_hand(candidates, gold, label, t) for t in GRID)
+        assert f1_by_hand(candidates, gold, label, chosen[label]) == pytest.approx(best)
+        assert best > f1_by_hand(candidates, gold, label, 0.0) or chosen[label] == 0.0
+    assert chosen["A"] > chosen["B"]  # A's spans are gold only at higher logits than B's
+
+
+def test_flat_search_improves_on_the_default_when_types_compete():
+    from globalpointer.metrics import span_report
+
+    candidates, gold = random_task(3)
+    overlapping = [found + [Entity(e.start, e.end + 1, "B", e.score * 0.9) for e in found] for found in candidates]
+    chosen = choose_thresholds(overlapping, gold, ["A", "B"], 0.0, flat=True)
+    before = span_report(gold, apply_thresholds(overlapping, {"A": 0.0, "B": 0.0}, True), ["A", "B"])
+    after = span_report(gold, apply_thresholds(overlapping, chosen, True), ["A", "B"])
+    assert after["micro"]["f1"] > before["micro"]["f1"]
+
+
+def test_a_type_without_gold_keeps_the_default():
+    candidates, gold = random_task(4, labels=("A",))
+    assert choose_thresholds(candidates, gold, ["A", "Z"], 0.5, flat=False)["Z"] == 0.5
+
+
+def test_per_type_thresholds_decode_like_one_threshold_per_type():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 2, size=(3, 2, 6, 6)).astype("float32")
+    mask = np.triu(np.ones((6, 6), bool))[None, None]
+    both = decode_spans(logits, mask, [1.0, -0.5])
+    first, second = decode_spans(logits, mask, 1.0), decode_spans(logits, mask, -0.5)
+    for b in range(3):
+        expected = [s for s in first[b] if s.type == 0] + [s for s in second[b] if s.type == 1]
+        assert sorted(both[b]) == sorted(expected) and both[b]
+    token_mask = paddle.ones([3, 6], dtype="bool")
+    on_device = decode_span_logits(paddle.to_tensor(logits), token_mask, True, [1.0, -0.5])
+    assert [sorted((s.type, s.start, s.end) for s in x) for x in on_device] == \
+        [sorted((s.type, s.start, s.end) for s in x) for x in both]
+
+
+# the command ------------------------------------------------------------------------------------
+
+def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_path, capsys):
+    from globalpointer.calibrate import main as calibrate_main
+    from globalpointer.cli import evaluate_main, predict_main
+
+    model = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", model)
+    dev = str(trained / "dev.jsonl")
+    assert calibrate_main(["--model", str(model), "--data", dev]) == 0
+    printed = capsys.readouterr().out
+    stored = json.loads((model / "thresholds.json").read_text())
+    assert set(stored["thresholds"]) == set(json.loads((model / "labels.json").read_text()))
+    assert "micro" in printed and stored["micro_f1"]["after"] >= stored["micro_f1"]["before"]
+
+    def evaluate(*extra):
+        output = tmp_path / "report.json"
+        assert evaluate_main(["--model", str(model), "--data", dev, "--output", str(output), *extra]) == 0
+        return json.loads(output.read_text())["micro"]["f1"]
+
+    # what the search promised is what decoding with the stored thresholds gives
+    assert evaluate() == pytest.approx(stored["micro_f1"]["after"], abs=1e-9)
+    assert evaluate("--set", "model.calibrated_thresholds=false") == pytest.approx(stored["micro_f1"]["before"], abs=1e-9)
+
+    # a type whose threshold nobody reaches is never predicted
+    stored["thresholds"]["PER"] = 1e6
+    (model / "thresholds.json").write_text(json.dumps(stored))
+    (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
+    assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl")]) == 0
+    types = {e["type"] for e in json.loads((tmp_path / "out.jsonl").read_text())["entities"]}
+    assert "PER" not in types and "ORG" in types
+
+    del stored["thresholds"]["PER"]
+    (model / "thresholds.json").write_text(json.dumps(stored))
+    capsys.readouterr()
+    assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl")]) == 2
+    assert "thresholds.json is corrupted or not for this model's labels" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_taggers_and_needs_data(trained, capsys):
+    from globalpointer.calibrate import main as calibrate_main
+
+    assert calibrate_main(["--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
+    assert "file not found: /nope.jsonl" in capsys.readouterr().err
