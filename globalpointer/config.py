@@ -92,11 +92,24 @@ class InferenceConfig:
 
 
 @dataclass
+class ServeConfig:
+    host: str = _opt("127.0.0.1", "address the HTTP service listens on (0.0.0.0: every interface)")
+    port: int = _opt(8000, "port of the HTTP service")
+    max_texts: int = _opt(256, "texts per request; more is answered with 413")
+    max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413")
+    max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413")
+    batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
+    batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call")
+    shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish")
+
+
+@dataclass
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "input files and windowing"})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "encoder, head and decoding"})
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "optimisation"})
     inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={"help": "prediction backends"})
+    serve: ServeConfig = field(default_factory=ServeConfig, metadata={"help": "HTTP service (python -m globalpointer.serve)"})
     device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
                        ("auto", "cpu", "gpu"))
     cpu_threads: int = _opt(0, "math threads on CPU (0: all cores, shared between data-parallel processes)")
@@ -262,7 +275,9 @@ def validate(config: RunConfig) -> None:
     positive = {"data.max_length": config.data.max_length, "model.head_size": config.model.head_size,
                 "train.epochs": config.train.epochs, "train.batch_size": config.train.batch_size,
                 "train.eval_batch_size": config.train.eval_batch_size,
-                "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every}
+                "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every,
+                "serve.max_texts": config.serve.max_texts, "serve.max_text_chars": config.serve.max_text_chars,
+                "serve.max_body_bytes": config.serve.max_body_bytes, "serve.batch_texts": config.serve.batch_texts}
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{key} must be greater than 0, got {value}")
@@ -270,7 +285,9 @@ def validate(config: RunConfig) -> None:
                     "train.lr": config.train.lr, "train.head_lr": config.train.head_lr,
                     "train.weight_decay": config.train.weight_decay, "train.max_grad_norm": config.train.max_grad_norm,
                     "train.eval_every": config.train.eval_every, "train.patience": config.train.patience,
-                    "cpu_threads": config.cpu_threads}
+                    "cpu_threads": config.cpu_threads, "serve.port": config.serve.port,
+                    "serve.batch_wait_ms": config.serve.batch_wait_ms,
+                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s}
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key} must not be negative, got {value}")

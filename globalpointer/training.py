@@ -87,17 +87,17 @@ def remove_run_files(run_dir: str) -> None:
             os.remove(path)
 
 
-# Keys that may change on --resume: they decide what is evaluated, kept or shown, not what is learned.
+# Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
+# served, not what is learned.
 RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "model.calibrated_thresholds",
-                     "train.eval_batch_size",
-                     "train.eval_every", "train.patience", "train.log_every", "device", "cpu_threads", "output_dir",
-                     "inference.backend", "inference.precision", "inference.tensorrt"}
+                     "train.eval_batch_size", "train.eval_every", "train.patience", "train.log_every", "device",
+                     "cpu_threads", "output_dir", "inference", "serve"}
 
 
 def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
     before, after = flatten_config(saved), flatten_config(new)
     return [f"{key} was {before[key]!r}, now {after.get(key)!r}" for key in before
-            if key not in RESUME_MAY_CHANGE and before[key] != after.get(key)]
+            if not {key, key.split(".")[0]} & RESUME_MAY_CHANGE and before[key] != after.get(key)]
 
 
 def step_seed(seed: int, global_step: int) -> int:

@@ -1,0 +1,226 @@
+"""The HTTP service: ``python -m globalpointer.serve --model RUN/best [--host H] [--port P] [--set serve.KEY=V]``.
+
+``POST /v1/extract`` ``{"texts": [...]}`` -> ``{"results": [{"text", "entities": [...]}]}`` (the
+entities of predict.py), ``GET /v1/labels``, ``GET /health``, OpenAPI docs at ``/docs``.
+Concurrent requests are micro-batched: one worker thread owns the model, waits up to
+``serve.batch_wait_ms`` for more requests after the first, and predicts up to ``serve.batch_texts``
+texts in one call, so many small requests share forward passes.  Limits (``serve.max_texts``,
+``serve.max_text_chars``, ``serve.max_body_bytes``) are answered with 413, malformed requests with
+422, each with a message; SIGTERM stops accepting and lets requests in flight finish.
+"""
+import argparse
+import asyncio
+import logging
+import queue
+import sys
+import threading
+import time
+from typing import Callable, List, Optional, Sequence
+
+from .config import ServeConfig
+
+log = logging.getLogger("globalpointer")
+
+
+class MicroBatcher:
+    """Requests from many coroutines -> few ``predict`` calls on one thread."""
+
+    def __init__(self, predict: Callable[[List[str]], List[List[dict]]], batch_texts: int, wait_ms: float):
+        self.predict = predict
+        self.batch_texts = batch_texts
+        self.wait = wait_ms / 1000
+        self.requests: "queue.Queue" = queue.Queue()
+        self.calls = 0  # predict calls so far (how much sharing happened)
+        self.thread = threading.Thread(target=self._work, name="micro-batcher", daemon=True)
+        self.thread.start()
+
+    async def submit(self, texts: Sequence[str]) -> List[List[dict]]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.requests.put((list(texts), loop, future))
+        return await future
+
+    def close(self) -> None:
+        self.requests.put(None)
+        self.thread.join()
+
+    def _gather(self, first) -> list:
+        batch, count = [first], len(first[0])
+        deadline = time.monotonic() + self.wait
+        while count < self.batch_texts:
+            try:
+                item = self.requests.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if item is None:  # closing: answer what was gathered, then stop
+                self.requests.put(None)
+                break
+            batch.append(item)
+            count += len(item[0])
+        return batch
+
+    def _work(self) -> None:
+        while True:
+            first = self.requests.get()
+            if first is None:
+                return
+            batch = self._gather(first)
+            texts = [text for item in batch for text in item[0]]
+            try:
+                results, error = self.predict(texts), None
+                self.calls += 1
+            except Exception as failure:  # answered as a 500 to the requests of this batch, the service goes on
+                log.exception("prediction failed for a batch of %d texts", len(texts))
+                results, error = [], failure
+            offset = 0
+            for request_texts, loop, future in batch:
+                part = results[offset:offset + len(request_texts)]
+                offset += len(request_texts)
+                loop.call_soon_threadsafe(_settle, future, part, error)
+
+
+def _settle(future: asyncio.Future, result, error: Optional[BaseException]) -> None:
+    if future.cancelled():  # the client went away
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``limit`` bytes is answered with 413 before it is parsed, whether
+    the client announced its length or streams it in chunks."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        announced = dict(scope.get("headers") or []).get(b"content-length")
+        if announced is not None and announced.isdigit() and int(announced) > self.limit:
+            return await self._refuse(send)
+        received, started, refused = 0, False, False
+
+        async def counted_receive():
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit and not refused:
+                    refused = True
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}  # the application stops reading; its answer is dropped
+            return message
+
+        async def tracked_send(message):
+            nonlocal started
+            if refused:
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        await self.app(scope, counted_receive, tracked_send)
+
+    async def _refuse(self, send):
+        body = (f'{{"detail": "request body over serve.max_body_bytes = {self.limit} bytes; send fewer or '
+                f'shorter texts per request"}}').encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app(ner, limits: ServeConfig):
+    """The FastAPI application over a ``globalpointer.load`` pipeline."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI, HTTPException
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ExtractRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        texts: List[str] = Field(description=f"texts to extract entities from (at most {limits.max_texts}, "
+                                             f"each at most {limits.max_text_chars} characters)")
+
+    class EntityOut(BaseModel):
+        start: int = Field(description="character offset of the first character")
+        end: int = Field(description="character offset after the last character (text[start:end] is the entity)")
+        type: str
+        text: str
+        score: float = Field(description="sigmoid of the span's logit")
+
+    class Result(BaseModel):
+        text: str
+        entities: List[EntityOut]
+
+    class ExtractResponse(BaseModel):
+        results: List[Result]
+
+    batcher = MicroBatcher(lambda texts: [found for found in ner.pipe(texts, batch_size=len(texts) or 1)],
+                           limits.batch_texts, limits.batch_wait_ms)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.close()
+
+    app = FastAPI(title="GlobalPointer NER", lifespan=lifespan,
+                  description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
+                              f"({ner.backend} backend).")
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": ner.directory, "backend": ner.backend, "device": ner.runtime.device}
+
+    @app.get("/v1/labels")
+    async def labels():
+        return {"labels": ner.labels}
+
+    @app.post("/v1/extract", response_model=ExtractResponse,
+              responses={413: {"description": "too many texts, a text too long, or a body too large"}})
+    async def extract(request: ExtractRequest):
+        texts = request.texts
+        if len(texts) > limits.max_texts:
+            raise HTTPException(413, f"{len(texts)} texts in one request; serve.max_texts is {limits.max_texts}: "
+                                     f"split the request")
+        for index, text in enumerate(texts):
+            if len(text) > limits.max_text_chars:
+                raise HTTPException(413, f"texts[{index}] has {len(text)} characters; serve.max_text_chars is "
+                                         f"{limits.max_text_chars}")
+        found = await batcher.submit(texts) if texts else []
+        return {"results": [{"text": text, "entities": entities} for text, entities in zip(texts, found)]}
+
+    app.state.batcher = batcher
+    return BodyLimit(app, limits.max_body_bytes)
+
+
+def _serve(argv) -> int:
+    from .cli import inference_arguments, load_for_inference
+
+    parser = argparse.ArgumentParser(prog="python -m globalpointer.serve", description=__doc__.split("\n")[0])
+    inference_arguments(parser)
+    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
+    args = parser.parse_args(argv)
+    args.set += [f"serve.{key}={value}" for key, value in (("host", args.host), ("port", args.port)) if value is not None]
+    import uvicorn
+
+    ner = load_for_inference(args)
+    limits = ner.config.serve
+    server = uvicorn.Server(uvicorn.Config(create_app(ner, limits), host=limits.host, port=limits.port,
+                                           log_level="info", timeout_graceful_shutdown=limits.shutdown_timeout_s))
+    server.run()  # SIGTERM / Ctrl-C: stop accepting, finish requests in flight, run the lifespan's end
+    return 0
+
+
+def main(argv=None) -> int:
+    from .cli import run_command
+
+    return run_command(_serve, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

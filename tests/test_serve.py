@@ -1,0 +1,179 @@
+"""The HTTP service, started as users start it and called over real HTTP on 127.0.0.1."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def call(base, path, body=None, raw: bytes = None, headers=None):
+    """(status, JSON answer) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json",
+                                                                       **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def start(model, *extra):
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", str(model), "--port", str(port),
+                                *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the service exited: {process.stdout.read()}")
+        try:
+            if call(base, "/health")[0] == 200:
+                return process, base
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+    process.kill()
+    raise AssertionError("the service did not answer /health within 120 s")
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=60), process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture(scope="module")
+def service(trained):
+    process, base = start(trained / "run" / "best", "--set", "serve.max_texts=8", "--set", "serve.max_text_chars=500",
+                          "--set", "serve.max_body_bytes=20000", "--set", "serve.batch_wait_ms=50")
+    yield base
+    stop(process)
+
+
+def test_extract_gives_predict_py_entities(service, trained, tmp_path):
+    from globalpointer.cli import predict_main
+
+    texts = ["北京大学的张三", "", "  李四 ", "的一是在不了有" * 30 + "上海"]
+    status, answer = call(service, "/v1/extract", {"texts": texts})
+    assert status == 200 and [r["text"] for r in answer["results"]] == texts
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl")]) == 0
+    expected = [json.loads(line) for line in open(tmp_path / "out.jsonl", encoding="utf-8")]
+    assert answer["results"] == expected
+    assert any(e["text"] == "张三" for e in answer["results"][0]["entities"])
+
+
+def test_labels_health_and_docs(service, trained):
+    assert call(service, "/v1/labels") == (200, {"labels": json.load(open(trained / "run" / "best" / "labels.json"))})
+    status, health = call(service, "/health")
+    assert status == 200 and health["status"] == "ok" and health["backend"] == "dynamic"
+    status, spec = call(service, "/openapi.json")
+    assert status == 200 and "/v1/extract" in spec["paths"]
+    with urllib.request.urlopen(service + "/docs", timeout=30) as page:
+        assert page.status == 200 and b"swagger" in page.read().lower()
+
+
+def test_limits_and_malformed_requests_get_a_status_and_a_message(service):
+    status, answer = call(service, "/v1/extract", {"texts": ["a"] * 9})
+    assert status == 413 and "serve.max_texts is 8" in answer["detail"]
+    status, answer = call(service, "/v1/extract", {"texts": ["ok", "长" * 501]})
+    assert status == 413 and "texts[1] has 501 characters" in answer["detail"]
+    status, answer = call(service, "/v1/extract", {"texts": ["x" * 400] * 60})
+    assert status == 413 and "serve.max_body_bytes = 20000" in answer["detail"]
+    status, answer = call(service, "/v1/extract", raw=b'{"texts": ["unclosed"')
+    assert status == 422 and "JSON" in json.dumps(answer)
+    status, answer = call(service, "/v1/extract", {"text": "a typo for texts"})
+    assert status == 422 and "texts" in json.dumps(answer)
+    status, answer = call(service, "/v1/extract", {"texts": [1, None]})
+    assert status == 422
+    assert call(service, "/v1/extract", {"texts": []}) == (200, {"results": []})
+    assert call(service, "/health")[0] == 200  # still serving
+
+
+def test_body_streamed_without_a_length_is_limited_too(service):
+    host, port = service.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"POST /v1/extract HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b'{"texts": [' + b'"aaaa",' * 5000 + b'"a"]}'
+        connection.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n0\r\n\r\n")
+        answer = connection.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413")
+
+
+def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(service):
+    texts = [f"{name}在{place}" for name in ("张三", "李四", "王五", "赵六") for place in ("北京", "上海", "广州", "深圳")]
+    answers = [None] * len(texts)
+
+    def client(index):
+        answers[index] = call(service, "/v1/extract", {"texts": [texts[index]]})
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    status, alone = call(service, "/v1/extract", {"texts": texts[:8]})
+    assert all(a[0] == 200 and a[1]["results"][0]["text"] == t for a, t in zip(answers, texts))
+    status, rest = call(service, "/v1/extract", {"texts": texts[8:]})
+    def without_scores(results):  # batch composition may move a score in its last digits, never a span
+        return [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in results]
+
+    assert without_scores([a[1]["results"][0] for a in answers]) == without_scores(alone["results"] + rest["results"])
+
+
+def test_micro_batcher_gathers_requests_into_few_calls():
+    import asyncio
+
+    from globalpointer.serve import MicroBatcher
+
+    calls = []
+
+    def predict(texts):
+        calls.append(list(texts))
+        return [[{"n": len(t)}] for t in texts]
+
+    batcher = MicroBatcher(predict, batch_texts=6, wait_ms=200)
+
+    async def many():
+        return await asyncio.gather(*(batcher.submit(["x" * i, "y"]) for i in range(1, 6)))
+
+    results = asyncio.run(many())
+    batcher.close()
+    assert results == [[[{"n": i}], [{"n": 1}]] for i in range(1, 6)]
+    assert [len(c) for c in calls] == [6, 4]  # 3 requests fill a batch of 6; the other 2 share the next
+
+
+def test_sigterm_lets_the_request_in_flight_finish(trained):
+    process, base = start(trained / "run" / "best", "--set", "serve.max_texts=5000", "--set",
+                          "serve.max_body_bytes=10000000")
+    texts = ["北京大学的张三在上海" * 20] * 400  # long enough to be in flight when the signal comes
+    answer = {}
+    client = threading.Thread(target=lambda: answer.update(result=call(base, "/v1/extract", {"texts": texts})))
+    client.start()
+    time.sleep(1.0)
+    code, output = stop(process)
+    client.join(timeout=120)
+    assert answer["result"][0] == 200 and len(answer["result"][1]["results"]) == 400, output
+    # uvicorn shuts down cleanly, then re-raises the signal so that the exit status says SIGTERM
+    assert code == -signal.SIGTERM and "Waiting for application shutdown" in output, output
+    assert "Finished server process" in output and "Traceback" not in output, output
