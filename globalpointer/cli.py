@@ -93,10 +93,13 @@ def _evaluate(argv):
     parser.add_argument("--data", help="labelled file in any supported format (default: the run's test, else dev file)")
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
     parser.add_argument("--output", help="write the JSON report here, and the predictions beside it as .predictions.jsonl")
+    parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
+                                       "error marked (one self-contained file)")
     args = parser.parse_args(argv)
     from .data.splits import check_types, load_split
     from .files import atomic_write_json, atomic_write_text
-    from .metrics import format_report, span_report
+    from .metrics import error_summary, format_report, span_report
+    from .report_html import render_page
     from .spans import Record
 
     if args.format:
@@ -109,12 +112,23 @@ def _evaluate(argv):
     if args.output:
         check_output_file(args.output, "--output", [path])
         check_output_file(_predictions_path(args.output), "--output (its .predictions.jsonl)", [path])
+    if args.html:
+        check_output_file(args.html, "--html", [path])
     records = load_split(config, "data", path)
     check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
-    report = span_report([r.entities for r in records], predicted, labels)
+    gold = [r.entities for r in records]
+    report = span_report(gold, predicted, labels)
+    report["errors"] = error_summary(gold, predicted, labels)
     report["data"], report["model"] = path, args.model
     print(format_report(report))
+    if args.html:
+        micro = report["micro"]
+        meta = (f"{args.model} on {path}: {len(records)} texts, precision {micro['precision'] * 100:.2f}, "
+                f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
+        atomic_write_text(args.html, render_page("Evaluation", [r.text for r in records], predicted, labels, gold,
+                                                 report["errors"], meta, [r.source for r in records]))
+        log.info("wrote %s", args.html)
     if args.output:
         atomic_write_json(args.output, report)
         lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
@@ -142,6 +156,8 @@ def _predict(argv):
                         help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
                              "line), for Label Studio's import")
     parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
+    parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
+    parser.add_argument("--html-texts", type=_positive_int, default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
     from .label_studio import labeling_config
     from .predictor import predict_file, predict_file_share
@@ -150,9 +166,13 @@ def _predict(argv):
         raise UserError(f"--input: file not found: {args.input}")
     if args.output != "-":
         check_output_file(args.output, "--output", [args.input])
+    if args.html:
+        check_output_file(args.html, "--html", [args.input, args.output])
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
-    output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model))
+    drawn: List[dict] = []  # rank 0's share holds the first lines of the file
+    output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
+                  on_payload=lambda payload: len(drawn) < args.html_texts and drawn.append(payload))
     if args.output_format == "label-studio":
         log.info("Label Studio labeling config for these tasks:\n%s", labeling_config(ner.labels))
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
@@ -165,7 +185,22 @@ def _predict(argv):
         lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk,
                                      **output)
     log.info("%d lines, %d with an error field", lines, failed)
+    if args.html and runtime.rank == 0:
+        _write_prediction_page(args.html, drawn, ner.labels, f"{args.model} on {args.input}: the first "
+                                                             f"{len(drawn)} of {lines} lines")
     return 1 if failed else 0
+
+
+def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], meta: str) -> None:
+    from .files import atomic_write_text
+    from .report_html import render_page
+    from .spans import Entity
+
+    texts = [payload["text"] for payload in payloads]
+    predicted = [[Entity(e["start"], e["end"], e["type"], e["score"]) for e in payload.get("entities", [])]
+                 for payload in payloads]
+    atomic_write_text(path, render_page("Predictions", texts, predicted, labels, meta=meta))
+    log.info("wrote %s", path)
 
 
 def train_main(argv=None) -> int:

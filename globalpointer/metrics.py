@@ -1,8 +1,10 @@
 """Exact-match span precision / recall / F1, counted over the whole dataset."""
 from collections import Counter
-from typing import Dict, List, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from .spans import Entity
+
+ERROR_KINDS = ("missed", "spurious", "wrong_type", "wrong_boundary")
 
 
 def _prf(tp: int, n_pred: int, n_gold: int) -> Dict[str, float]:
@@ -64,7 +66,65 @@ def format_report(report: dict) -> str:
         lines.append(f"{name:<16}{row['precision'] * 100:>10.2f}{row['recall'] * 100:>10.2f}{row['f1'] * 100:>10.2f}"
                      f"{row['support']:>9}{row['predicted']:>11}")
     lines.append(f"{'macro f1':<16}{'':>20}{report['macro_f1'] * 100:>10.2f}")
+    if "errors" in report:
+        counts = report["errors"]["counts"]
+        lines.append("errors: " + ", ".join(f"{kind.replace('_', ' ')} {counts[kind]}" for kind in ERROR_KINDS))
     nested = report["overlapping_gold"]
     if nested["spans"]:
         lines.append(f"overlapping gold spans: {nested['spans']}, found {nested['found']} ({nested['recall'] * 100:.2f}%)")
     return "\n".join(lines)
+
+
+class Judgement(NamedTuple):
+    """One entity of a text and what evaluation made of it.  ``kind``: ``correct``, or one of
+    ERROR_KINDS; ``partner``: the gold span a wrong prediction was taken for (or None)."""
+    entity: Entity
+    gold: bool
+    kind: str
+    partner: Optional[Entity] = None
+
+
+def judge_text(gold: Sequence[Entity], predicted: Sequence[Entity]) -> List[Judgement]:
+    """Every gold and predicted entity of one text, each classified once: a prediction equal to a gold
+    span is correct; else with a gold span's exact boundaries it is a wrong type; else overlapping a
+    gold span of its type, a wrong boundary; else spurious.  A gold span neither found exactly nor
+    taken up by a wrong type or boundary is missed."""
+    gold_keys = {e.key for e in gold}
+    predicted_keys = {e.key for e in predicted}
+    open_gold = [e for e in gold if e.key not in predicted_keys]
+    judged: List[Judgement] = []
+    taken_for: Dict[tuple, str] = {}  # gold key -> the kind of the first wrong prediction taken for it
+    for entity in predicted:
+        if entity.key in gold_keys:
+            judged.append(Judgement(entity, False, "correct"))
+            continue
+        same_span = [g for g in open_gold if (g.start, g.end) == (entity.start, entity.end)]
+        overlapping = [g for g in open_gold if g.type == entity.type and g.start < entity.end and entity.start < g.end]
+        partner = (same_span or overlapping or [None])[0]
+        kind = "wrong_type" if same_span else "wrong_boundary" if overlapping else "spurious"
+        if partner is not None:
+            taken_for.setdefault(partner.key, kind)
+        judged.append(Judgement(entity, False, kind, partner))
+    for entity in gold:
+        kind = "correct" if entity.key in predicted_keys else taken_for.get(entity.key, "missed")
+        judged.append(Judgement(entity, True, kind))
+    return judged
+
+
+def error_summary(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]],
+                  labels: Sequence[str]) -> dict:
+    """Counts of each error kind (over predictions, and ``missed`` over gold spans) and the type
+    confusion table: ``confusion[gold type][predicted type]`` counts predictions with a gold span's
+    exact boundaries (the diagonal is the correct ones)."""
+    counts = Counter({kind: 0 for kind in ("correct",) + ERROR_KINDS})
+    confusion: Dict[str, Counter] = {label: Counter() for label in labels}
+    for gold_entities, predicted_entities in zip(gold, predicted):
+        for judgement in judge_text(gold_entities, predicted_entities):
+            if judgement.gold:
+                counts["missed"] += judgement.kind == "missed"
+                continue
+            counts[judgement.kind] += 1
+            if judgement.kind in ("correct", "wrong_type"):
+                truth = judgement.entity.type if judgement.kind == "correct" else judgement.partner.type
+                confusion.setdefault(truth, Counter())[judgement.entity.type] += 1
+    return {"counts": dict(counts), "confusion": {t: dict(row) for t, row in confusion.items()}}

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from tqdm import tqdm
 
@@ -77,14 +77,17 @@ class PredictionWriter:
     the lines of one JSON array unless ``array`` is False (a share that rank 0 joins)."""
 
     def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
-                 array: Optional[bool] = None):
+                 array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None):
         self.sink = sink
+        self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
         self.model_version = model_version
         self.label_studio = output_format == "label-studio"
         self.array = self.label_studio if array is None else array
         self.count = 0
 
     def write(self, payload: dict) -> None:
+        if self.on_payload is not None:
+            self.on_payload(payload)
         value = label_studio_task(payload, self.model_version) if self.label_studio else payload
         self.write_json(json.dumps(value, ensure_ascii=False))
 
@@ -132,22 +135,23 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
 
 
 def predict_file(extractor: "Extractor", input_path: str, output_path: str, input_format: str = "auto",
-                 lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "") -> Tuple[int, int]:
+                 lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "",
+                 on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
     """``-`` means standard input / output.  A file output is written to ``.partial`` and renamed
     at the end, so a finished file is always complete."""
     total = os.path.getsize(input_path) if input_path != "-" else None
     source = sys.stdin.buffer if input_path == "-" else open(input_path, "rb")
     try:
         if output_path == "-":
-            return predict_stream(extractor, source, PredictionWriter(sys.stdout, output_format, model_version),
-                                  input_format, lines_per_chunk, total)
+            writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload)
+            return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
         directory = os.path.dirname(os.path.abspath(output_path))
         os.makedirs(directory, exist_ok=True)
         partial = output_path + ".partial"
         try:
             with open(partial, "w", encoding="utf-8") as sink:
-                counts = predict_stream(extractor, source, PredictionWriter(sink, output_format, model_version),
-                                        input_format, lines_per_chunk, total)
+                writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload)
+                counts = predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
         except KeyboardInterrupt:
             with open(partial, "rb") as done:
                 written = sum(1 for _ in done)
@@ -183,7 +187,7 @@ def file_input_format(path: str, requested: str) -> str:
 
 def predict_file_share(extractor: "Extractor", input_path: str, output_path: str, input_format: str,
                        lines_per_chunk: int, rank: int, world_size: int, barrier, output_format: str = "jsonl",
-                       model_version: str = "") -> Tuple[int, int]:
+                       model_version: str = "", on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
     """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
     into ``OUT.part-RANK-of-N`` (written to .partial and renamed), wait for every process
     (``barrier``), then rank 0 joins the parts in order into ``OUT``, the same file one process writes."""
@@ -196,7 +200,7 @@ def predict_file_share(extractor: "Extractor", input_path: str, output_path: str
     with open(input_path, "rb") as source:
         share = itertools.islice(source, first, stop)
         with open(part + ".partial", "w", encoding="utf-8") as sink:
-            writer = PredictionWriter(sink, output_format, model_version, array=False)
+            writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload)
             counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
     os.replace(part + ".partial", part)
     barrier()

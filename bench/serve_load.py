@@ -1,0 +1,137 @@
+"""Load test of the HTTP service on loopback, next to predict.py's rate on the same model and backend.
+
+    python bench/serve_load.py --model RUN/best [--backend auto] [--requests 512] [--clients 1,4,16]
+
+Starts ``python -m globalpointer.serve`` on 127.0.0.1, then for each number of concurrent clients
+sends a fixed number of one-text requests (CLUENER dev texts) and reports texts/s, p50 / p99
+latency and errors.  The reference is predict.py's path in this process (``globalpointer.load`` with
+the same backend, texts predicted in chunks of 512 lines as predict.py reads them), timed while the
+service is idle; the ratio column is the service's texts/s over it (target at 16 clients: >= 0.8).
+The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
+"""
+import argparse
+import json
+import os
+import queue
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+from common import Rows, cluener_texts
+from machine import gemm_rates
+import globalpointer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_service(model: str, backend: str, port: int, log_path: str) -> subprocess.Popen:
+    log = open(log_path, "w")
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", model, "--backend", backend,
+                                "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the service exited; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                return process
+        except OSError:
+            time.sleep(0.3)
+    process.kill()
+    raise SystemExit(f"the service did not start within 180 s; see {log_path}")
+
+
+def load(port: int, texts, clients: int):
+    """(seconds, latencies, errors) of one request per text, ``clients`` requests in flight."""
+    work: "queue.Queue" = queue.Queue()
+    for text in texts:
+        work.put(text)
+    latencies, errors, lock = [], [], threading.Lock()
+
+    def client():
+        while True:
+            try:
+                text = work.get_nowait()
+            except queue.Empty:
+                return
+            body = json.dumps({"texts": [text]}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/extract", data=body,
+                                             headers={"Content-Type": "application/json"})
+            start = time.perf_counter()
+            try:
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    ok = answer.status == 200 and len(json.loads(answer.read())["results"]) == 1
+                failure = None if ok else f"status {answer.status} or a wrong number of results"
+            except Exception as error:  # counted, not raised: the report says how many
+                failure = repr(error)
+            with lock:
+                latencies.append(time.perf_counter() - start)
+                if failure:
+                    errors.append(failure)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, latencies, errors
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a checkpoint (RUN/best) or an export")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--requests", type=int, default=512, help="one-text requests per client count")
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
+    args = parser.parse_args()
+
+    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    rates = gemm_rates(args.repeats)
+    print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s")
+    texts = cluener_texts(args.requests)
+
+    ner = globalpointer.load(args.model, backend=args.backend)
+    ner.pipe(texts[:64], batch_size=512)  # warm up
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        for _ in ner.pipe(texts, batch_size=512):
+            pass
+        times.append(time.perf_counter() - start)
+    reference = len(texts) / statistics.median(times)
+    print(f"predict.py's path ({ner.backend}): {reference:.1f} texts/s (median of {args.repeats})")
+    del ner
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_load_{port}.log")
+    service = start_service(args.model, args.backend, port, log_path)
+    rows = Rows()
+    try:
+        load(port, texts[:32], 4)  # warm up
+        for clients in (int(c) for c in args.clients.split(",")):
+            seconds, latencies, errors = load(port, texts, clients)
+            ordered = sorted(latencies)
+            rows.add({"clients": clients, "requests": len(texts), "texts/s": f"{len(texts) / seconds:.1f}",
+                      "vs predict.py": f"{len(texts) / seconds / reference:.2f}",
+                      "p50 ms": f"{ordered[len(ordered) // 2] * 1000:.1f}",
+                      "p99 ms": f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000:.1f}",
+                      "errors": len(errors)})
+            if errors:
+                print("first error:", errors[0])
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(timeout=60)
+    rows.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Error kinds, the confusion table, and the HTML page (checked in headless Chromium when it is installed)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from globalpointer.metrics import error_summary, judge_text
+from globalpointer.report_html import lanes, render_page
+from globalpointer.spans import Entity
+
+E = Entity
+
+
+def kinds(gold, predicted):
+    return sorted((j.gold, j.entity.start, j.entity.end, j.entity.type, j.kind) for j in judge_text(gold, predicted))
+
+
+def test_each_error_kind():
+    gold = [E(0, 2, "PER"), E(3, 7, "ORG"), E(3, 5, "LOC"), E(10, 12, "PER"), E(20, 22, "LOC")]
+    predicted = [E(0, 2, "PER", 0.9),      # correct
+                 E(3, 7, "LOC", 0.8),      # wrong type (gold ORG there)
+                 E(3, 6, "LOC", 0.7),      # wrong boundary (gold LOC 3..5)
+                 E(14, 16, "PER", 0.6)]    # spurious
+    assert kinds(gold, predicted) == sorted([
+        (False, 0, 2, "PER", "correct"), (False, 3, 7, "LOC", "wrong_type"), (False, 3, 6, "LOC", "wrong_boundary"),
+        (False, 14, 16, "PER", "spurious"),
+        (True, 0, 2, "PER", "correct"), (True, 3, 7, "ORG", "wrong_type"), (True, 3, 5, "LOC", "wrong_boundary"),
+        (True, 10, 12, "PER", "missed"), (True, 20, 22, "LOC", "missed")])
+
+
+def test_summary_counts_agree_with_precision_and_recall():
+    """correct + every wrong prediction = predicted; correct + missed + gold taken by a wrong one = gold."""
+    gold = [[E(0, 2, "PER"), E(3, 7, "ORG")], [E(1, 3, "LOC")], []]
+    predicted = [[E(0, 2, "PER"), E(3, 7, "LOC")], [E(1, 4, "LOC"), E(5, 6, "PER")], [E(0, 1, "ORG")]]
+    summary = error_summary(gold, predicted, ["LOC", "ORG", "PER"])
+    counts = summary["counts"]
+    assert counts == {"correct": 1, "missed": 0, "spurious": 2, "wrong_type": 1, "wrong_boundary": 1}
+    assert counts["correct"] + counts["spurious"] + counts["wrong_type"] + counts["wrong_boundary"] == 5
+    assert summary["confusion"]["ORG"] == {"LOC": 1} and summary["confusion"]["PER"] == {"PER": 1}
+
+
+def test_lanes_stack_overlapping_entities():
+    placed = lanes([E(0, 4, "ORG"), E(0, 2, "LOC"), E(2, 3, "X"), E(5, 6, "PER")])
+    assert [[(e.start, e.end) for e in lane] for lane in placed] == [[(0, 4), (5, 6)], [(0, 2), (2, 3)]]
+    for lane in placed:
+        assert all(a.end <= b.start for a, b in zip(lane, lane[1:]))
+
+
+def test_page_is_self_contained_and_marks_errors():
+    texts = ["北京大学的张三", "<b>&", "无"]
+    gold = [[E(0, 4, "ORG"), E(0, 2, "LOC"), E(5, 7, "PER")], [E(0, 3, "PER")], []]
+    predicted = [[E(0, 4, "ORG", 0.9), E(0, 2, "LOC", 0.8)], [E(0, 3, "LOC", 0.7)], []]
+    page = render_page("Evaluation", texts, predicted, ["LOC", "ORG", "PER"], gold,
+                       error_summary(gold, predicted, ["LOC", "ORG", "PER"]), "meta")
+    assert not re.search(r"(src|href)=\"?https?:", page) and "http" not in page
+    assert "&lt;b&gt;</span>" in page and ">&amp;</span>" in page and "<b>&" not in page
+    assert page.count('class="text"') == 3 and 'data-kinds="missed"' in page and 'data-kinds="wrong_type"' in page
+    assert "<b>2</b> correct" in page and "<b>1</b> missed" in page and "<b>1</b> wrong type" in page
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+def test_evaluate_html_in_a_real_browser(trained, tmp_path, capsys):
+    from globalpointer.cli import evaluate_main, predict_main
+
+    page = tmp_path / "report.html"
+    assert evaluate_main(["--model", str(trained / "run" / "best"), "--data", str(trained / "dev.jsonl"),
+                          "--output", str(tmp_path / "report.json"), "--html", str(page)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    counts = report["errors"]["counts"]
+    assert counts["correct"] == report["micro"]["correct"]
+    assert "errors: missed" in capsys.readouterr().out
+    profile = tmp_path / "profile"
+    dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-rendered="60"' in dom  # the page's script ran over all 60 texts
+    assert f"<b>{counts['correct']}</b> correct" in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", f"--screenshot={shot}",
+                    "--window-size=1000,800", page.as_uri()], capture_output=True, timeout=120)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and os.path.getsize(shot) > 10_000
+
+    (tmp_path / "in.txt").write_text("北京大学的张三\n李四\n", encoding="utf-8")
+    drawn = tmp_path / "pred.html"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl"), "--html", str(drawn), "--html-texts", "1"]) == 0
+    dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", "--dump-dom", drawn.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-rendered="1"' in dom and "the first 1 of 2 lines" in dom and "张三" in dom
