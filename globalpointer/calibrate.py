@@ -97,9 +97,11 @@ def _calibrate(argv) -> int:
         args.set.append(f"data.format={args.format}")
     ner = load_for_inference(args)
     config, labels = ner.config, ner.labels
-    if config.model.head not in ("global_pointer", "efficient_global_pointer"):
+    from .heads import HEADS, span_head_names
+
+    if not HEADS[config.model.head].span_scores:
         raise UserError(f"model.head={config.model.head} has no span scores to threshold; calibration needs "
-                        f"global_pointer or efficient_global_pointer")
+                        f"{' or '.join(span_head_names())}")
     records = load_split(config, "data", args.data)
     check_types(records, labels)
     gold = [r.entities for r in records]

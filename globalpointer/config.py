@@ -12,17 +12,25 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from .data.readers import JSON_FORMATS, TAGGED_FORMATS
+from .data.readers import JSON_PARSERS, TAGGED_JOINERS
 from .errors import ConfigError
 
-FORMATS = ("auto",) + JSON_FORMATS + TAGGED_FORMATS
+FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 BACKENDS = ("auto", "dynamic", "paddle-inference", "onnxruntime")
 
 
 def _opt(default, help, choices=None):
+    """A key with its default, help text and allowed values (a tuple, or a function returning one
+    when the values come from a registry that is not imported before it is needed)."""
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata={"help": help, "choices": choices})
     return field(default=default, metadata={"help": help, "choices": choices})
+
+
+def _head_names():
+    from .heads import HEADS  # imports paddle: only when a head name is checked or printed
+
+    return tuple(HEADS)
 
 
 @dataclass
@@ -47,7 +55,7 @@ class ModelConfig:
     encoder: str = _opt("m3e-small", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
                         "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
     head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
-                     ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger"))
+                     _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)")
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
@@ -118,6 +126,11 @@ class RunConfig:
 
 # ---------------------------------------------------------------------------------------------
 
+def _choices(f: dataclasses.Field):
+    choices = f.metadata.get("choices")
+    return choices() if callable(choices) else choices
+
+
 def _fields(cls) -> Dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
@@ -180,7 +193,7 @@ def _build(cls, values: Dict[str, Any], path: List[str]):
             kwargs[key] = _build(f.type, value, path + [key])
         else:
             kwargs[key] = _coerce(value, f.type, path + [key])
-            choices = f.metadata.get("choices")
+            choices = _choices(f)
             if choices and kwargs[key] not in choices:
                 raise ConfigError(f"{_where(path + [key])}: {kwargs[key]!r} is not one of {', '.join(choices)}")
     return cls(**kwargs)
@@ -333,7 +346,7 @@ def dump_config(config: RunConfig) -> str:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             help_text = f.metadata.get("help", "")
-            choices = f.metadata.get("choices")
+            choices = _choices(f)
             if choices:
                 help_text += f" [{'|'.join(choices)}]"
             if dataclasses.is_dataclass(value):

@@ -22,7 +22,7 @@ from paddle.static import InputSpec
 from .backends import ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
 from .errors import UserError
 from .files import swap_in_directory
-from .heads import _SpanHead
+from .heads import HEADS, span_head_names
 from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
 
 # Quantized: the encoder's MatMuls and the embedding table (Gather); the head's projection is a
@@ -60,9 +60,9 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     output = os.path.normpath(output)
     check_export_target(output, checkpoint)
     loaded = load_checkpoint(checkpoint)
-    if not isinstance(loaded.model.head, _SpanHead):
+    if not HEADS[loaded.config.model.head].span_scores:
         raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
-                        f"export supports global_pointer and efficient_global_pointer")
+                        f"export supports {' and '.join(span_head_names())}")
     partial = output + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)

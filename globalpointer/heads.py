@@ -8,7 +8,7 @@ which head they drive (see ``taggers.py`` for the token-classification baselines
 """
 import math
 
-from typing import List, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Tuple
 
 import paddle
 from paddle import nn
@@ -19,7 +19,9 @@ from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
 
-HEADS = ("global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger")
+if TYPE_CHECKING:
+    from .config import ModelConfig
+
 
 
 def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_mask: bool,
@@ -117,14 +119,37 @@ class EfficientGlobalPointer(_SpanHead):
         return broadcast_scores(shared, start_bias, end_bias)
 
 
-def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
-               tril_mask: bool = True, loss: str = "sparse") -> nn.Layer:
-    from .taggers import TokenTagger
+class HeadSpec(NamedTuple):
+    """A head by name: how to build it from the model config, and whether it scores spans (then
+    thresholds, calibration and export apply to it)."""
+    build: Callable[[int, int, "ModelConfig"], nn.Layer]  # (hidden_size, num_types, config.model)
+    span_scores: bool
 
-    if name == "global_pointer":
-        return GlobalPointer(hidden_size, num_types, head_size, rope, tril_mask, loss)
-    if name == "efficient_global_pointer":
-        return EfficientGlobalPointer(hidden_size, num_types, head_size, rope, tril_mask, loss)
-    if name in ("softmax_tagger", "crf_tagger"):
-        return TokenTagger(hidden_size, num_types, crf=name == "crf_tagger")
-    raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
+
+def _tagger(crf: bool):
+    def build(hidden_size: int, num_types: int, model: "ModelConfig") -> nn.Layer:
+        from .taggers import TokenTagger  # taggers import decode and crf only; lazily, as the baselines they are
+
+        return TokenTagger(hidden_size, num_types, crf=crf)
+    return build
+
+
+# The one list of heads: config.py's model.head choices and every check by kind come from it.
+HEADS: Dict[str, HeadSpec] = {
+    "global_pointer": HeadSpec(lambda hidden_size, num_types, m: GlobalPointer(
+        hidden_size, num_types, m.head_size, m.rope, m.tril_mask, m.loss), True),
+    "efficient_global_pointer": HeadSpec(lambda hidden_size, num_types, m: EfficientGlobalPointer(
+        hidden_size, num_types, m.head_size, m.rope, m.tril_mask, m.loss), True),
+    "softmax_tagger": HeadSpec(_tagger(crf=False), False),
+    "crf_tagger": HeadSpec(_tagger(crf=True), False),
+}
+
+
+def build_head(model: "ModelConfig", hidden_size: int, num_types: int) -> nn.Layer:
+    if model.head not in HEADS:
+        raise ValueError(f"unknown head {model.head!r}; choose one of {', '.join(HEADS)}")
+    return HEADS[model.head].build(hidden_size, num_types, model)
+
+
+def span_head_names() -> List[str]:
+    return [name for name, spec in HEADS.items() if spec.span_scores]

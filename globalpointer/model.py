@@ -1,22 +1,23 @@
 """Encoder + head, and the self-contained checkpoint directory.
 
-A checkpoint holds ``model.safetensors`` (encoder and head), ``config.yaml`` (the resolved run
-config), ``labels.json`` and the encoder's architecture and tokenizer files, so that evaluation and
-prediction need nothing but the directory.  Checkpoints of earlier versions hold a pickled
+A checkpoint holds ``model.safetensors`` (encoder and head), ``config.yaml`` (the run config as the
+user wrote it, with every default), what training resolved from it and the data (``labels.json``,
+and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's architecture and
+tokenizer files, so that evaluation and prediction need nothing but the directory.  Checkpoints of earlier versions hold a pickled
 ``model_state.pdparams`` instead; it is read as data only (``weights.py``).
 """
 import json
 import math
 import os
 import shutil
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import paddle
 from paddle import nn
 
-from .config import RunConfig, dump_config, load_config
+from .config import ModelConfig, RunConfig, dump_config, load_config
 from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .files import swap_in_directory
 from .heads import build_head
 from .linear_autograd import use_training_linear
@@ -25,18 +26,16 @@ from .weights import mismatches, read_state, save_state, summary
 WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"
 METADATA_FILES = ("config.yaml", "labels.json", "config.json", "vocab.txt")
-CHECKPOINT_INFO = "checkpoint.json"  # what loading checks the other files against (vocabulary size)
+CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, checked against vocab.txt
 THRESHOLDS = "thresholds.json"  # per-type thresholds written by python -m globalpointer.calibrate
 
 
 class SpanModel(nn.Layer):
-    def __init__(self, encoder: nn.Layer, hidden_size: int, num_types: int, head: str = "global_pointer",
-                 head_size: int = 64, rope: bool = True, tril_mask: bool = True, dropout: float = 0.1,
-                 loss: str = "sparse"):
+    def __init__(self, encoder: nn.Layer, hidden_size: int, num_types: int, model: ModelConfig):
         super().__init__()
         self.encoder = use_training_linear(encoder)
-        self.dropout = nn.Dropout(dropout)
-        self.head = build_head(head, hidden_size, num_types, head_size, rope, tril_mask, loss)
+        self.dropout = nn.Dropout(model.dropout)
+        self.head = build_head(model, hidden_size, num_types)
 
     def forward(self, input_ids, attention_mask, token_mask):
         output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
@@ -45,12 +44,17 @@ class SpanModel(nn.Layer):
 
 
 def build_model(config: RunConfig, encoder: Encoder, num_types: int) -> SpanModel:
-    m = config.model
-    return SpanModel(encoder.model, encoder.hidden_size, num_types, m.head, m.head_size, m.rope, m.tril_mask, m.dropout,
-                     m.loss)
+    return SpanModel(encoder.model, encoder.hidden_size, num_types, config.model)
 
 
-def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, labels: List[str],
+class ModelRecord(NamedTuple):
+    """What training resolved once, from the config and the data: the types in output order and the
+    tokenization ``auto`` became.  Saved beside the config, which stays as the user wrote it."""
+    labels: List[str]
+    tokenization: str
+
+
+def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, record: ModelRecord,
                      extra_state: dict = None, extra_json: dict = None) -> None:
     """Write into ``directory + '.partial'`` and swap it in, so a kill leaves the old checkpoint whole."""
     partial = directory + ".partial"
@@ -60,10 +64,10 @@ def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config:
     with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
         out.write(dump_config(config))
     with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
-        json.dump(labels, out, ensure_ascii=False, indent=1)
+        json.dump(record.labels, out, ensure_ascii=False, indent=1)
     save_encoder_files(encoder, partial)
     with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
-        json.dump({"vocab_tokens": len(encoder.tokenizer.vocab)}, out)
+        json.dump({"vocab_tokens": len(encoder.tokenizer.vocab), "tokenization": record.tokenization}, out)
     for name, state in (extra_state or {}).items():
         save_state(state, os.path.join(partial, name))
     for name, obj in (extra_json or {}).items():
@@ -85,7 +89,7 @@ class LoadedModel(NamedTuple):
     model: SpanModel
     encoder: Encoder
     config: RunConfig
-    labels: List[str]
+    record: ModelRecord
     directory: str
 
 
@@ -145,31 +149,44 @@ def load_weights(model: nn.Layer, directory: str) -> None:
     model.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
 
 
-def load_metadata(directory: str, overrides: List[str] = None):
-    """Config, labels and tokenizer of a checkpoint or export directory, without the weights."""
+def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, ModelRecord, object]:
+    """Config, record and tokenizer of a checkpoint or export directory, without the weights.  An
+    override of what training fixed (the types, the tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
     config = load_config(os.path.join(directory, "config.yaml"), overrides)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
         raise CheckpointError(f"{directory}/vocab.txt cannot be read ({error})") from None
-    _check_vocabulary(directory, tokenizer)
-    return config, _read_labels(directory), tokenizer
-
-
-def _check_vocabulary(directory: str, tokenizer) -> None:
-    """A truncated vocab.txt would still predict, mapping the lost tokens to [UNK]."""
-    info = os.path.join(directory, CHECKPOINT_INFO)
-    if not os.path.isfile(info):  # checkpoints of earlier versions
-        return
-    try:
-        with open(info, encoding="utf-8") as handle:
-            expected = json.load(handle)["vocab_tokens"]
-    except (ValueError, KeyError, TypeError):
-        raise CheckpointError(f"{info} is corrupted: expected {{\"vocab_tokens\": N}}") from None
-    if len(tokenizer.vocab) != expected:
+    info = _read_info(directory)
+    if "vocab_tokens" in info and len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
-                              f"{expected}; the file is truncated or replaced: restore it from the run")
+                              f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
+    labels = _read_labels(directory)
+    # checkpoints of earlier versions saved the resolved tokenization in their config
+    tokenization = info.get("tokenization") or load_config(os.path.join(directory, "config.yaml")).data.tokenization
+    if config.data.labels and list(config.data.labels) != labels:
+        raise ConfigError(f"data.labels: the model in {directory} was trained for {', '.join(labels)}; its types "
+                          f"cannot change without training (leave data.labels out, or train a new model)")
+    if config.data.tokenization not in ("auto", tokenization):
+        raise ConfigError(f"data.tokenization: the model in {directory} was trained with {tokenization} tokens; "
+                          f"it cannot read {config.data.tokenization} tokens (leave data.tokenization out)")
+    return config, ModelRecord(labels, tokenization), tokenizer
+
+
+def _read_info(directory: str) -> dict:
+    path = os.path.join(directory, CHECKPOINT_INFO)
+    if not os.path.isfile(path):  # checkpoints of earlier versions
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+        assert isinstance(info, dict) and isinstance(info["vocab_tokens"], int)
+        assert info.get("tokenization", "char") in ("char", "subword")
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
+                              f"\"char\" or \"subword\"}}") from None
+    return info
 
 
 def check_checkpoint_files(directory: str) -> None:
@@ -179,11 +196,11 @@ def check_checkpoint_files(directory: str) -> None:
 def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
     directory = resolve_checkpoint(directory)
     check_checkpoint_files(directory)
-    config, labels, tokenizer = load_metadata(directory, overrides)
-    return build_from_checkpoint(directory, config, labels, tokenizer)
+    config, record, tokenizer = load_metadata(directory, overrides)
+    return build_from_checkpoint(directory, config, record, tokenizer)
 
 
-def build_from_checkpoint(directory: str, config: RunConfig, labels: List[str], tokenizer) -> LoadedModel:
+def build_from_checkpoint(directory: str, config: RunConfig, record: ModelRecord, tokenizer) -> LoadedModel:
     """The model of a checkpoint whose metadata ``load_metadata`` has read (on the current device)."""
     _check_files(directory, (WEIGHTS,))
     try:
@@ -192,7 +209,7 @@ def build_from_checkpoint(directory: str, config: RunConfig, labels: List[str], 
         raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
     check_position_limit(config, encoder_model)
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
-    model = build_model(config, encoder, len(labels))
+    model = build_model(config, encoder, len(record.labels))
     load_weights(model, directory)
     model.eval()
-    return LoadedModel(model, encoder, config, labels, directory)
+    return LoadedModel(model, encoder, config, record, directory)

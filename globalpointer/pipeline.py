@@ -76,12 +76,13 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     else:
         directory = resolve_checkpoint(model)
         check_checkpoint_files(directory)
-    config, labels, tokenizer = load_metadata(directory, settings)
+    config, record, tokenizer = load_metadata(directory, settings)
+    labels = record.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
     chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
     threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
     if chosen == "dynamic":
-        network, decoder = build_from_checkpoint(directory, config, labels, tokenizer).model, None
+        network, decoder = build_from_checkpoint(directory, config, record, tokenizer).model, None
     elif chosen == "paddle-inference":
         network = InferenceModel(directory, config.model.tril_mask, threads, runtime.device,
                                  config.inference.precision, config.inference.tensorrt)
@@ -97,6 +98,6 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
-    extractor = Extractor(network, text_encoder_for(config, tokenizer), labels, config.model.decode,
+    extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
                           threshold, window_batch_size or config.train.eval_batch_size, decoder)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -22,7 +22,7 @@ from .errors import CheckpointError, ConfigError
 from .files import atomic_write_json, atomic_write_text
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
-from .model import build_model, load_weights, resolve_checkpoint, write_checkpoint
+from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
 from .runtime import Runtime, seed_everything, setup_runtime
 from .weights import read_state
 
@@ -198,9 +198,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, encoder.model)
     text_encoder = text_encoder_for(config, encoder.tokenizer)
-    # The checkpoint records what "auto" became and the labels, so a checkpoint is unambiguous.
-    config.data.tokenization = text_encoder.mode
-    config.data.labels = labels
+    # What "auto" became and the types, saved beside the config (which stays as written).
+    record = ModelRecord(labels, text_encoder.mode)
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
 
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
@@ -238,7 +237,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
 
     def save_last():
         if runtime.is_main:
-            write_checkpoint(last_dir, model, encoder, config, labels,
+            write_checkpoint(last_dir, model, encoder, config, record,
                              extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
                              extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
@@ -268,7 +267,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
                 "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second(), 2)})
             if improved:
-                write_checkpoint(best_dir, model, encoder, config, labels)
+                write_checkpoint(best_dir, model, encoder, config, record)
                 if report:
                     atomic_write_json(os.path.join(run_dir, "dev_report.json"), report)
             if report:

@@ -195,3 +195,24 @@ def test_head_initialisation_does_not_depend_on_encoder_loading(tmp_path, monkey
     with pytest.raises(Built):
         training.train(load_config(config, ["output_dir=" + str(tmp_path / "second")]), build=build)
     np.testing.assert_array_equal(initial[0], initial[1])
+
+
+def test_the_config_stays_as_written_and_the_record_holds_what_training_resolved(trained, tmp_path, capsys):
+    import yaml
+
+    written = yaml.safe_load(open(trained / "config.yaml"))
+    assert "labels" not in written["data"] and "tokenization" not in written["data"]
+    for saved in (trained / "run" / "config.yaml", trained / "run" / "best" / "config.yaml"):
+        data = yaml.safe_load(open(saved))["data"]
+        assert data["labels"] == [] and data["tokenization"] == "auto"  # the defaults, not what they became
+    assert json.load(open(trained / "run" / "best" / "labels.json")) == ["LOC", "ORG", "PER"]
+    assert json.load(open(trained / "run" / "best" / "checkpoint.json"))["tokenization"] == "char"
+    source = tmp_path / "in.txt"
+    source.write_text("张三\n", encoding="utf-8")
+    for setting, message in (("data.labels=[PER,LOC]", "data.labels: the model in"),
+                             ("data.tokenization=subword", "was trained with char tokens")):
+        assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output",
+                             str(tmp_path / "out.jsonl"), "--set", setting]) == 2
+        assert message in capsys.readouterr().err
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output",
+                         str(tmp_path / "out.jsonl"), "--set", "data.labels=[LOC,ORG,PER]"]) == 0

@@ -26,7 +26,7 @@ def exported(trained):
 
 def batch_of_windows(trained, texts):
     loaded = load_checkpoint(str(trained / "run" / "best"))
-    encoder = text_encoder_for(loaded.config, loaded.encoder.tokenizer)
+    encoder = text_encoder_for(loaded.config, loaded.encoder.tokenizer, loaded.record.tokenization)
     windows = [w for i, t in enumerate(texts) for w in encoder.windows(i, encoder.tokenize(t))]
     return loaded.model, model_inputs(collate(windows, encoder.pad_id))
 

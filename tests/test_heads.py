@@ -101,9 +101,18 @@ def test_head_is_float32_under_float16_hidden_states():
 
 
 def test_build_head_names():
-    assert isinstance(build_head("efficient_global_pointer", 16, 2, 8, True, True), EfficientGlobalPointer)
+    from globalpointer.config import load_config
+    from globalpointer.heads import HEADS
+    from globalpointer.taggers import TokenTagger
+
+    model = load_config(overrides=["model.head=efficient_global_pointer", "model.head_size=8"]).model
+    head = build_head(model, 16, 2)
+    assert isinstance(head, EfficientGlobalPointer) and head.head_size == 8
+    for name, spec in HEADS.items():  # every registered head builds, and says truly whether it scores spans
+        built = build_head(model.__class__(head=name, head_size=8), 16, 2)
+        assert spec.span_scores == (not isinstance(built, TokenTagger))
     with pytest.raises(ValueError, match="global_pointer"):
-        build_head("globalpointer", 16, 2, 8, True, True)
+        build_head(model.__class__(head="globalpointer"), 16, 2)
 
 
 def test_span_mask_upper_triangle():

@@ -13,7 +13,7 @@ last column, words joined by spaces).  ``auto`` tells them apart.
 import json
 import logging
 import os
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataError
 from ..files import atomic_write_text
@@ -22,8 +22,6 @@ from .tags import tags_to_spans
 
 log = logging.getLogger(__name__)
 
-JSON_FORMATS = ("cluener", "cmeee", "jsonl", "doccano", "label-studio")
-TAGGED_FORMATS = ("chars", "conll")
 
 
 class ErrorPolicy:
@@ -288,8 +286,12 @@ def parse_label_studio(obj, where: str) -> Record:
     return Record(text, sorted(set(entities)), where)
 
 
-JSON_PARSERS: dict = {"cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl,
-                      "doccano": parse_doccano, "label-studio": parse_label_studio}
+# The formats, by name (config.py's data.format choices come from these two): a JSON format is a
+# parser of one object; a tagged format, the string its tokens are joined with into the text.
+JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
+    "cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl, "doccano": parse_doccano,
+    "label-studio": parse_label_studio}
+TAGGED_JOINERS: Dict[str, str] = {"chars": "", "conll": " "}
 
 
 def json_format_of(obj) -> str:
@@ -379,19 +381,19 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
         except DataError as error:
             policy(error)
 
-    if fmt in JSON_FORMATS:
+    if fmt in JSON_PARSERS:
         for line, obj in iter_json_objects(path, text, policy):
             add(lambda: JSON_PARSERS[fmt](obj, f"{path}:{line}"))
             if limit and len(records) >= limit:
                 break
-    elif fmt in TAGGED_FORMATS:
-        joiner = "" if fmt == "chars" else " "
+    elif fmt in TAGGED_JOINERS:
+        joiner = TAGGED_JOINERS[fmt]
         for tokens, tags, where in iter_tagged_sentences(path, text):
             add(lambda: tagged_record(tokens, tags, where, joiner, policy.repair))
             if limit and len(records) >= limit:
                 break
     else:
-        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join(JSON_FORMATS + TAGGED_FORMATS)}")
+        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_PARSERS, *TAGGED_JOINERS])}")
     policy.report(path)
     if not records:
         raise DataError(f"{path}: no usable records (format {fmt})")

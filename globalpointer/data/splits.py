@@ -44,6 +44,7 @@ def resolve_tokenization(mode: str, tokenizer) -> str:
     return "char" if is_chinese_vocabulary(tokenizer) else "subword"
 
 
-def text_encoder_for(config: RunConfig, tokenizer) -> TextEncoder:
-    mode = resolve_tokenization(config.data.tokenization, tokenizer)
+def text_encoder_for(config: RunConfig, tokenizer, tokenization: str = "") -> TextEncoder:
+    """``tokenization``: what a trained model's record says (default: resolve the config's)."""
+    mode = tokenization or resolve_tokenization(config.data.tokenization, tokenizer)
     return TextEncoder(tokenizer, mode, config.data.max_length, config.data.window_overlap)
