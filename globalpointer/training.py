@@ -1,5 +1,6 @@
 """The training loop: AdamW with warmup and linear decay, clipping, accumulation, AMP on GPU,
 dev evaluation, best and last checkpoints, early stopping, resume, data parallel."""
+import contextlib
 import csv
 import dataclasses
 import json
@@ -24,6 +25,7 @@ from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
 from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
 from .runtime import Runtime, seed_everything, setup_runtime
+from .spans import Record
 from .weights import read_state
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,35 @@ class Progress:
     seconds: float = 0.0  # wall time, evaluations included
     eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
     evaluated_step: int = -1  # global_step of the latest evaluation
+    windows: int = 0  # training windows this process has consumed
+
+    def start_clock(self) -> None:
+        self._started = time.time() - self.seconds  # not a field: not saved
+
+    def tick(self) -> None:
+        self.seconds = time.time() - self._started
+
+    @contextlib.contextmanager
+    def evaluation_time(self):
+        """Time spent inside counts as evaluation, not training."""
+        started = time.time()
+        yield
+        self.eval_seconds += time.time() - started
+        self.tick()
+
+    def windows_per_second(self) -> float:
+        """Training throughput of this process: evaluations and checkpoints left out."""
+        return self.windows / max(self.seconds - self.eval_seconds, 1e-9)
+
+    def record_evaluation(self, f1: Optional[float]) -> bool:
+        """Whether the model just evaluated is the best so far (without dev data: the latest is)."""
+        self.evaluated_step = self.global_step
+        improved = f1 is None or f1 > self.best_f1
+        if improved:
+            self.best_f1, self.best_step, self.evals_since_best = f1 if f1 is not None else 0.0, self.global_step, 0
+        else:
+            self.evals_since_best += 1
+        return improved
 
 
 def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
@@ -172,6 +203,64 @@ def _append_metrics(path: str, row: dict) -> None:
         writer.writerow({k: row[k] for k in METRICS_COLUMNS})
 
 
+class RunDirectory:
+    """Everything a run writes into ``output_dir``: checkpoints, metrics.csv and reports.  Only the
+    main process writes; every write is atomic."""
+
+    def __init__(self, config: RunConfig, record: ModelRecord, encoder, runtime: Runtime):
+        self.config, self.record, self.encoder, self.runtime = config, record, encoder, runtime
+        self.path = config.output_dir
+        self.last, self.best = os.path.join(self.path, "last"), os.path.join(self.path, "best")
+        self.metrics = os.path.join(self.path, "metrics.csv")
+
+    def start(self, progress: Progress) -> None:
+        if self.runtime.is_main:
+            atomic_write_text(os.path.join(self.path, "config.yaml"), dump_config(self.config))
+            _keep_metrics_until(self.metrics, progress.global_step)
+
+    def save_last(self, model, optimizer, progress: Progress) -> None:
+        if self.runtime.is_main:
+            write_checkpoint(self.last, model, self.encoder, self.config, self.record,
+                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
+                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
+
+    def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
+                       improved: bool, steps_per_epoch: int) -> None:
+        if not self.runtime.is_main:
+            return
+        micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        _append_metrics(self.metrics, {
+            "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
+            "train_loss": round(train_loss, 6), **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
+            "seconds": round(progress.seconds, 1), "windows_per_second": round(progress.windows_per_second(), 2)})
+        if improved:
+            write_checkpoint(self.best, model, self.encoder, self.config, self.record)
+            if report:
+                atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
+        if report:
+            tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
+                       f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
+
+    def write_json(self, name: str, value: dict) -> None:
+        if self.runtime.is_main:
+            atomic_write_json(os.path.join(self.path, name), value)
+
+
+def evaluate(extractor: Extractor, records: List[Record], labels: List[str], runtime: Runtime) -> Optional[dict]:
+    """The span report on ``records`` (None without records).  In a data-parallel run the main
+    process evaluates and the others wait for its micro F1, which is all they need."""
+    report = None
+    if records and runtime.is_main:
+        report = span_report([r.entities for r in records], extractor.extract([r.text for r in records]), labels)
+    if records and runtime.world_size > 1:
+        import paddle.distributed as dist
+
+        f1 = paddle.to_tensor([report["micro"]["f1"] if report else 0.0], dtype="float64")
+        dist.broadcast(f1, src=0)
+        report = report or {"micro": {"f1": float(f1.numpy()[0])}}
+    return report
+
+
 def train(config: RunConfig, resume: bool = False, build: Callable = build_model, overwrite: bool = False,
           resume_anyway: bool = False) -> dict:
     """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary.
@@ -184,9 +273,9 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     require_files(config, ["train"])
     check_run_directory(config.output_dir, resume, overwrite)
     runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
-    run_dir = config.output_dir
-    last_dir, best_dir = os.path.join(run_dir, "last"), os.path.join(run_dir, "best")
+    train_cfg = config.train
 
+    # data
     train_records = load_split(config, "train")
     labels = infer_labels(config, train_records)
     dev_records = load_split(config, "dev") if config.data.dev else []
@@ -194,125 +283,65 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     check_types(dev_records, labels)
     check_types(test_records, labels)
 
-    seed_everything(config.train.seed)  # the 'tiny' test encoder is random
+    # encoder, windows, model, optimizer
+    seed_everything(train_cfg.seed)  # the 'tiny' test encoder is random
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, encoder.model)
     text_encoder = text_encoder_for(config, encoder.tokenizer)
-    # What "auto" became and the types, saved beside the config (which stays as written).
-    record = ModelRecord(labels, text_encoder.mode)
+    record = ModelRecord(labels, text_encoder.mode)  # what "auto" became and the types; the config stays as written
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
-
+    lengths = [len(w.input_ids) for w in windows]
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
     # model), and the head's initialisation must not depend on whether the cache was warm.
-    seed_everything(config.train.seed)
+    seed_everything(train_cfg.seed)
     model = build(config, encoder, len(labels))
     trained = paddle.DataParallel(model) if runtime.world_size > 1 else model
-    per_epoch = len(length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,
-                                           config.train.seed, runtime.rank, runtime.world_size))
-    steps_per_epoch = math.ceil(per_epoch / config.train.grad_accum_steps)
-    total_steps = steps_per_epoch * config.train.epochs
+    batches_per_epoch = len(epoch_batches(lengths, config, runtime, 0))
+    steps_per_epoch = math.ceil(batches_per_epoch / train_cfg.grad_accum_steps)
+    total_steps = steps_per_epoch * train_cfg.epochs
     optimizer, scheduler = build_optimizer(model, config, total_steps)
-    dtype = amp_dtype(config.train.amp, runtime.on_gpu)
+    dtype = amp_dtype(train_cfg.amp, runtime.on_gpu)
     scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if dtype == "float16" else None
 
+    # where the run starts
+    run = RunDirectory(config, record, encoder, runtime)
     progress = Progress()
-    metrics_path = os.path.join(run_dir, "metrics.csv")
     if resume:
-        last = resolve_checkpoint(last_dir)
-        conflicts = resume_conflicts(load_config(os.path.join(last, "config.yaml")), config)
-        if conflicts and not resume_anyway:
-            raise ConfigError(f"--resume: the config differs from the run's ({last}/config.yaml) in what an identical "
-                              f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
-                              f"--overwrite or another output_dir, or pass --resume-anyway")
-        progress = _restore(last, model, optimizer)
-        log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
+        progress = _restore(run.last, config, model, optimizer, resume_anyway)
     elif overwrite and runtime.is_main:
-        remove_run_files(run_dir)
-    if runtime.is_main:
-        atomic_write_text(os.path.join(run_dir, "config.yaml"), dump_config(config))
-        _keep_metrics_until(metrics_path, progress.global_step)
-
+        remove_run_files(run.path)
+    run.start(progress)
     extractor = Extractor(model, text_encoder, labels, config.model.decode, config.model.threshold,
-                          config.train.eval_batch_size)
-
-    def save_last():
-        if runtime.is_main:
-            write_checkpoint(last_dir, model, encoder, config, record,
-                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
-                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
-
-    def evaluate_and_save() -> bool:
-        """Evaluate, log, checkpoint, reset the running loss; True when patience has run out."""
-        nonlocal running_loss, running_batches
-        eval_started = time.time()
-        train_loss = running_loss / max(running_batches, 1)
-        running_loss, running_batches = 0.0, 0
-        if dev_records:
-            report = span_report([r.entities for r in dev_records], extractor.extract([r.text for r in dev_records]),
-                                 labels)
-            f1 = report["micro"]["f1"]
-        else:
-            report, f1 = None, 0.0
-        progress.evaluated_step = progress.global_step
-        improved = f1 > progress.best_f1 or not dev_records  # without dev data the latest model is kept
-        if improved:
-            progress.best_f1, progress.best_step, progress.evals_since_best = f1, progress.global_step, 0
-        else:
-            progress.evals_since_best += 1
-        if runtime.is_main:
-            micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-            _append_metrics(metrics_path, {
-                "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
-                "train_loss": round(train_loss, 6),
-                **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
-                "seconds": round(progress.seconds, 1), "windows_per_second": round(windows_per_second(), 2)})
-            if improved:
-                write_checkpoint(best_dir, model, encoder, config, record)
-                if report:
-                    atomic_write_json(os.path.join(run_dir, "dev_report.json"), report)
-            if report:
-                tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
-                           f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
-        now = time.time()
-        progress.eval_seconds += now - eval_started
-        progress.seconds = now - started
-        save_last()
-        return 0 < config.train.patience <= progress.evals_since_best
-
-    def windows_per_second() -> float:
-        """Training throughput of this process: evaluations, checkpoints and the time before a
-        resume left out."""
-        training = progress.seconds - progress.eval_seconds - (resumed_seconds - resumed_eval_seconds)
-        return window_count / max(training, 1e-9)
+                          train_cfg.eval_batch_size)
 
     model.train()
     bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",
                disable=not runtime.is_main, dynamic_ncols=True)
-    running_loss, running_batches, window_count = 0.0, 0, 0
-    started = time.time() - progress.seconds
-    resumed_seconds, resumed_eval_seconds = progress.seconds, progress.eval_seconds
+    losses: List[float] = []  # of the batches since the last evaluation
     stopped_early = interrupted = False
+    progress.start_clock()
     with StopRequest() as stop:
-        while progress.epoch < config.train.epochs and not (stopped_early or interrupted):
-            batches = length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True,
-                                             config.train.seed + progress.epoch, runtime.rank, runtime.world_size)
+        while progress.epoch < train_cfg.epochs and not (stopped_early or interrupted):
+            batches = epoch_batches(lengths, config, runtime, progress.epoch)
             accumulated = 0
             for index in range(progress.batch_in_epoch, len(batches)):
+                # forward and backward of one batch
                 batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id)
-                paddle.seed(step_seed(config.train.seed, progress.global_step * config.train.grad_accum_steps + accumulated))
+                paddle.seed(step_seed(train_cfg.seed, progress.global_step * train_cfg.grad_accum_steps + accumulated))
                 inputs = model_inputs(batch)
                 with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
                     logits = trained(**inputs)
                 loss, dropped = model.head.loss(logits, paddle.to_tensor(batch["gold"]), inputs["token_mask"])
-                loss = loss / config.train.grad_accum_steps
+                loss = loss / train_cfg.grad_accum_steps
                 (scaler.scale(loss) if scaler else loss).backward()
+                losses.append(float(loss) * train_cfg.grad_accum_steps)
                 progress.dropped_gold += dropped
-                running_loss += float(loss) * config.train.grad_accum_steps
-                running_batches += 1
-                window_count += len(batches[index])
+                progress.windows += len(batches[index])
                 accumulated += 1
-                if accumulated < config.train.grad_accum_steps and index < len(batches) - 1:
+                if accumulated < train_cfg.grad_accum_steps and index < len(batches) - 1:
                     continue
+
+                # one optimizer step
                 if scaler:
                     scaler.step(optimizer)
                     scaler.update()
@@ -323,47 +352,80 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 accumulated = 0
                 progress.global_step += 1
                 progress.batch_in_epoch = index + 1
-                progress.seconds = time.time() - started
+                progress.tick()
                 bar.update(1)
-                if progress.global_step % config.train.log_every == 0:
-                    bar.set_postfix(loss=f"{running_loss / max(running_batches, 1):.4f}", epoch=progress.epoch + 1,
-                                    win_s=f"{windows_per_second():.1f}")
-                if config.train.eval_every and progress.global_step % config.train.eval_every == 0:
-                    stopped_early = evaluate_and_save()
+                if progress.global_step % train_cfg.log_every == 0:
+                    bar.set_postfix(loss=f"{sum(losses) / max(len(losses), 1):.4f}", epoch=progress.epoch + 1,
+                                    win_s=f"{progress.windows_per_second():.1f}")
+
+                # evaluation every eval_every steps
+                if train_cfg.eval_every and progress.global_step % train_cfg.eval_every == 0:
+                    stopped_early = _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels,
+                                                       progress, losses, steps_per_epoch, config, runtime)
                 if stop.requested or stopped_early:
                     interrupted = stop.requested
                     break
-            else:
+            else:  # the epoch ran to its end
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
-                if not config.train.eval_every:
-                    stopped_early = evaluate_and_save()
+                if not train_cfg.eval_every:
+                    stopped_early = _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels,
+                                                       progress, losses, steps_per_epoch, config, runtime)
     bar.close()
     if interrupted:
-        save_last()
-        raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {last_dir}, continue with --resume")
+        run.save_last(model, optimizer, progress)
+        raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {run.last}, continue with --resume")
     if stopped_early and runtime.is_main:
-        log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
+        log.info("early stop: no better dev F1 for %d evaluations", train_cfg.patience)
     if progress.evaluated_step != progress.global_step:  # steps after the last evaluation
-        evaluate_and_save()
+        _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels, progress, losses, steps_per_epoch,
+                           config, runtime)
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
                "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
                "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
-    if test_records and runtime.is_main:
-        load_weights(model, resolve_checkpoint(best_dir))
-        report = span_report([r.entities for r in test_records], extractor.extract([r.text for r in test_records]), labels)
-        summary["test"] = report["micro"]
-        atomic_write_json(os.path.join(run_dir, "test_report.json"), report)
-        tqdm.write("test (best checkpoint):\n" + format_report(report))
-    if runtime.is_main:
-        atomic_write_json(os.path.join(run_dir, "summary.json"), summary)
+    if test_records:
+        if runtime.is_main:  # the only process that decodes
+            load_weights(model, resolve_checkpoint(run.best))
+        report = evaluate(extractor, test_records, labels, runtime)
+        if runtime.is_main:
+            summary["test"] = report["micro"]
+            run.write_json("test_report.json", report)
+            tqdm.write("test (best checkpoint):\n" + format_report(report))
+    run.write_json("summary.json", summary)
     return summary
 
 
-def _restore(directory: str, model, optimizer) -> Progress:
+def epoch_batches(lengths: List[int], config: RunConfig, runtime: Runtime, epoch: int) -> List[List[int]]:
+    """This process's batches of window indices in one epoch: the same for a resumed run."""
+    return length_grouped_batches(lengths, config.train.batch_size, True, config.train.seed + epoch, runtime.rank,
+                                  runtime.world_size)
+
+
+def _evaluate_and_save(run: RunDirectory, model, optimizer, extractor: Extractor, dev_records: List[Record],
+                       labels: List[str], progress: Progress, losses: List[float], steps_per_epoch: int,
+                       config: RunConfig, runtime: Runtime) -> bool:
+    """Evaluate on dev, log a metrics row, save the best and last checkpoints, reset the running
+    loss; True when patience has run out."""
+    with progress.evaluation_time():
+        train_loss = sum(losses) / max(len(losses), 1)
+        losses.clear()
+        report = evaluate(extractor, dev_records, labels, runtime)
+        improved = progress.record_evaluation(report["micro"]["f1"] if report else None)
+        run.log_evaluation(model, progress, report if runtime.is_main else None, train_loss, improved, steps_per_epoch)
+    run.save_last(model, optimizer, progress)
+    return 0 < config.train.patience <= progress.evals_since_best
+
+
+def _restore(last_dir: str, config: RunConfig, model, optimizer, resume_anyway: bool) -> Progress:
+    directory = resolve_checkpoint(last_dir)
+    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml")), config)
+    if conflicts and not resume_anyway:
+        raise ConfigError(f"--resume: the config differs from the run's ({directory}/config.yaml) in what an identical "
+                          f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
+                          f"--overwrite or another output_dir, or pass --resume-anyway")
     try:
         with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
             progress = Progress(**json.load(handle))
@@ -373,4 +435,5 @@ def _restore(directory: str, model, optimizer) -> Progress:
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
     load_weights(model, directory)
     optimizer.set_state_dict(optimizer_state)
+    log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
     return progress

@@ -1,6 +1,5 @@
 """Per-type thresholds: the search finds the best threshold of each type, decoding applies one
 threshold per type, and the CLI stores them where predict / evaluate / the API use them."""
-import itertools
 import json
 import shutil
 

@@ -1,6 +1,5 @@
 """The HTTP service, started as users start it and called over real HTTP on 127.0.0.1."""
 import json
-import os
 import signal
 import socket
 import subprocess
