@@ -3,13 +3,17 @@
     python bench/serve_load.py --model RUN/best [--backend auto] [--requests 512] [--clients 1,4,16]
 
 Starts ``python -m globalpointer.serve`` on 127.0.0.1, then for each number of concurrent clients
-sends a fixed number of one-text requests (CLUENER dev texts) and reports texts/s, p50 / p99
+sends a fixed number of one-text requests (CLUENER dev texts; each client keeps its connection
+alive) and reports texts/s, p50 / p99
 latency and errors.  The reference is predict.py's path in this process (``globalpointer.load`` with
 the same backend, texts predicted in chunks of 512 lines as predict.py reads them), timed while the
 service is idle; the ratio column is the service's texts/s over it (target at 16 clients: >= 0.8).
+The clients run in this process on the same cores as the service: "client CPU %" is their share of
+one core over the load.
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
 """
 import argparse
+import http.client
 import json
 import os
 import queue
@@ -29,10 +33,11 @@ import globalpointer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_service(model: str, backend: str, port: int, log_path: str) -> subprocess.Popen:
+def start_service(model: str, backend: str, port: int, log_path: str, settings) -> subprocess.Popen:
     log = open(log_path, "w")
+    overrides = [item for setting in settings for item in ("--set", setting)]
     process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", model, "--backend", backend,
-                                "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                                "--port", str(port), *overrides], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 180
     while time.time() < deadline:
         if process.poll() is not None:
@@ -47,40 +52,44 @@ def start_service(model: str, backend: str, port: int, log_path: str) -> subproc
 
 
 def load(port: int, texts, clients: int):
-    """(seconds, latencies, errors) of one request per text, ``clients`` requests in flight."""
+    """(seconds, the clients' CPU seconds, latencies, errors) of one request per text, ``clients`` requests in flight, each
+    client on one kept-alive connection (as wrk and hey send their load)."""
     work: "queue.Queue" = queue.Queue()
     for text in texts:
         work.put(text)
     latencies, errors, lock = [], [], threading.Lock()
 
     def client():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         while True:
             try:
                 text = work.get_nowait()
             except queue.Empty:
-                return
-            body = json.dumps({"texts": [text]}).encode()
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/extract", data=body,
-                                             headers={"Content-Type": "application/json"})
+                break
+            body = json.dumps({"texts": [text]})
             start = time.perf_counter()
             try:
-                with urllib.request.urlopen(request, timeout=120) as answer:
-                    ok = answer.status == 200 and len(json.loads(answer.read())["results"]) == 1
+                connection.request("POST", "/v1/extract", body, {"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                ok = answer.status == 200 and len(json.loads(answer.read())["results"]) == 1
                 failure = None if ok else f"status {answer.status} or a wrong number of results"
             except Exception as error:  # counted, not raised: the report says how many
                 failure = repr(error)
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             with lock:
                 latencies.append(time.perf_counter() - start)
                 if failure:
                     errors.append(failure)
+        connection.close()
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - start, latencies, errors
+    return time.perf_counter() - start, time.process_time() - cpu, latencies, errors
 
 
 def main():
@@ -90,6 +99,8 @@ def main():
     parser.add_argument("--requests", type=int, default=512, help="one-text requests per client count")
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for the service, e.g. --set serve.batch_wait_ms=10")
     args = parser.parse_args()
 
     print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
@@ -113,18 +124,18 @@ def main():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_load_{port}.log")
-    service = start_service(args.model, args.backend, port, log_path)
+    service = start_service(args.model, args.backend, port, log_path, args.set)
     rows = Rows()
     try:
         load(port, texts[:32], 4)  # warm up
         for clients in (int(c) for c in args.clients.split(",")):
-            seconds, latencies, errors = load(port, texts, clients)
+            seconds, client_cpu, latencies, errors = load(port, texts, clients)
             ordered = sorted(latencies)
             rows.add({"clients": clients, "requests": len(texts), "texts/s": f"{len(texts) / seconds:.1f}",
                       "vs predict.py": f"{len(texts) / seconds / reference:.2f}",
                       "p50 ms": f"{ordered[len(ordered) // 2] * 1000:.1f}",
                       "p99 ms": f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000:.1f}",
-                      "errors": len(errors)})
+                      "errors": len(errors), "client CPU %": f"{client_cpu / seconds * 100:.0f}"})
             if errors:
                 print("first error:", errors[0])
     finally:

@@ -29,6 +29,9 @@ def atomic_write_text(path: str, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # as open() would make it: mkstemp's 0600 hides reports from others
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)

@@ -294,3 +294,14 @@ def test_a_combining_accent_stays_with_its_letter(tmp_path):
     encoder = TextEncoder(bert_tokenizer(str(vocab)), "subword", 64, 8)
     text = "Cafe\u0301 au lait"
     assert encoder.tokenize(text).offsets == [(0, 5), (6, 8), (9, 13)]
+
+
+def test_reports_get_the_permissions_open_would_give(tmp_path):
+    from globalpointer.files import atomic_write_text
+
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(str(tmp_path / "report.html"), "x")
+        assert (os.stat(tmp_path / "report.html").st_mode & 0o777) == 0o644
+    finally:
+        os.umask(umask)
