@@ -1,17 +1,10 @@
 """Logits -> spans.  Spans are ``(type, start, end, score)`` with token indices, end inclusive,
 and score = sigmoid(logit).  A threshold is one logit for every type or a sequence of one per type."""
-from typing import List, NamedTuple, Sequence, Union
+from typing import List, Sequence, Union
 
 import numpy as np
 
-from .spans import Entity
-
-
-class TokenSpan(NamedTuple):
-    type: int
-    start: int
-    end: int
-    score: float
+from .spans import Entity, TokenSpan
 
 
 Threshold = Union[float, Sequence[float]]

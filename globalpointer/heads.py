@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Tuple
 import paddle
 from paddle import nn
 
-from .decode import Threshold, TokenSpan, spans_from_hits, threshold_array
+from .decode import Threshold, spans_from_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
+from .spans import TokenSpan
 
 if TYPE_CHECKING:
     from .config import ModelConfig

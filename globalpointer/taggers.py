@@ -11,7 +11,7 @@ import paddle.nn.functional as F
 from paddle import nn
 
 from .crf import LinearChainCRF
-from .decode import TokenSpan
+from .spans import CLS_POSITIONS, TokenSpan
 
 
 def gold_to_tags(gold: np.ndarray, length: int) -> Tuple[np.ndarray, int]:
@@ -66,13 +66,13 @@ class TokenTagger(nn.Layer):
 
     @staticmethod
     def _text_part(emissions, token_mask):
-        """Text tokens start right after [CLS]: positions 1..n become 0..n-1."""
-        return emissions[:, 1:], token_mask[:, 1:].astype("bool")
+        """The text tokens' columns: from input positions to text tokens."""
+        return emissions[:, CLS_POSITIONS:], token_mask[:, CLS_POSITIONS:].astype("bool")
 
     def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, token_mask: paddle.Tensor):
         tags, dropped = gold_to_tags(gold.numpy(), emissions.shape[1])
         emissions, mask = self._text_part(emissions, token_mask)
-        tags = paddle.to_tensor(tags[:, 1:])
+        tags = paddle.to_tensor(tags[:, CLS_POSITIONS:])
         if self.crf is not None:
             return self.crf.nll(emissions, tags, mask), dropped
         per_token = F.cross_entropy(emissions, tags.unsqueeze(-1), reduction="none").squeeze(-1)
@@ -87,4 +87,4 @@ class TokenTagger(nn.Layer):
             paths = self.crf.viterbi(emissions.numpy(), lengths)
         else:
             paths = [row[:n].tolist() for row, n in zip(probabilities.argmax(-1), lengths)]
-        return [tags_to_token_spans(path, probabilities[b], offset=1) for b, path in enumerate(paths)]
+        return [tags_to_token_spans(path, probabilities[b], offset=CLS_POSITIONS) for b, path in enumerate(paths)]

@@ -1,6 +1,7 @@
 import numpy as np
 
-from globalpointer.decode import TokenSpan, decode_spans, select_flat, sigmoid
+from globalpointer.decode import decode_spans, select_flat, sigmoid
+from globalpointer.spans import TokenSpan
 from globalpointer.spans import Entity
 
 

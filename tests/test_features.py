@@ -3,9 +3,8 @@ import pytest
 
 from globalpointer.data.batching import collate, length_grouped_batches
 from globalpointer.data.features import AlignmentReport, TextEncoder, window_entities
-from globalpointer.decode import TokenSpan
 from globalpointer.encoders import bert_tokenizer, build_tiny
-from globalpointer.spans import Entity, Record
+from globalpointer.spans import Entity, Record, TokenSpan
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +42,7 @@ def test_gold_alignment_reports_spans_inside_a_token(tmp_path):
     report = AlignmentReport()
     spans = encoder.align(record, tokens, {"X": 0, "Y": 1}, report)
     assert report.total == 2 and report.unaligned == ["f:1 X 'Black'"]  # ends inside "Blackburn"
-    assert spans == [(1, 3, 3)]
+    assert spans == [TokenSpan(1, 3, 3)]
 
 
 def test_windows_cover_long_text_and_own_each_token_once(tokenizer):
@@ -71,7 +70,7 @@ def test_window_spans_map_back_to_original_characters(tokenizer):
     windows = encoder.windows(0, tokens, spans)
     found = set()
     for w in windows:
-        decoded = [TokenSpan(t, s, e, 0.9) for t, s, e in w.gold]  # a perfect model
+        decoded = [span._replace(score=0.9) for span in w.gold]  # a perfect model
         found.update(e.key for e in window_entities(w, decoded, ["X"]))
     assert found == {entity.key} and text[entity.start:entity.end] == "寅卯辰"
 
@@ -106,3 +105,24 @@ def test_length_grouped_batches():
     assert shuffled == length_grouped_batches(lengths, 2, shuffle=True, seed=1)
     ranks = [length_grouped_batches(lengths[:6], 2, True, 3, rank=r, world_size=2) for r in (0, 1)]
     assert len(ranks[0]) == len(ranks[1]) == 2  # 3 batches padded to 4, two per process
+
+
+def test_span_conversions_round_trip_through_windows_and_characters(tokenizer):
+    """Characters -> text tokens -> a window's input positions (with [CLS]) -> back, for every
+    window of a long text: each conversion is spans.py's, and a span survives the whole trip."""
+    from globalpointer.spans import CLS_POSITIONS, TokenIndex, characters, from_input, to_input
+
+    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)
+    text = "一二 三四五六七八九十" * 4
+    tokens = encoder.tokenize(text)
+    index = TokenIndex(tokens.offsets)
+    entity = Entity(text.index("三"), text.index("五") + 1, "X")
+    span = index.token_span(entity, 0)
+    assert characters(span, tokens.offsets) == (entity.start, entity.end)
+    for window in encoder.windows(0, tokens, [span]):
+        moved = to_input(span, window.token_start)
+        assert moved.start - CLS_POSITIONS == span.start - window.token_start  # [CLS] is position 0
+        assert from_input(moved, window.token_start) == span
+        if window.gold:
+            assert window.gold == [moved] and window.input_ids[moved.start] == tokens.ids[span.start]
+    assert index.token_span(Entity(text.index("二"), text.index(" ") + 1, "X"), 0) is None  # ends on no token

@@ -5,7 +5,7 @@ import paddle
 import pytest
 
 from globalpointer.crf import LinearChainCRF
-from globalpointer.decode import TokenSpan
+from globalpointer.spans import TokenSpan
 from globalpointer.taggers import TokenTagger, gold_to_tags, tags_to_token_spans
 
 

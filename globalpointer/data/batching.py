@@ -3,6 +3,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from ..spans import CLS_POSITIONS
 from .features import Window
 
 
@@ -43,7 +44,7 @@ def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:
         n = len(window.input_ids)
         input_ids[i, :n] = window.input_ids
         attention_mask[i, :n] = 1
-        token_mask[i, 1:n - 1] = True
+        token_mask[i, CLS_POSITIONS:n - 1] = True  # not [CLS], not [SEP]
         if window.gold:
-            gold[i, :len(window.gold)] = window.gold
+            gold[i, :len(window.gold)] = [(span.type, span.start, span.end) for span in window.gold]
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask, "gold": gold}

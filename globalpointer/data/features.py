@@ -9,9 +9,8 @@ import logging
 import unicodedata
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
-from ..decode import TokenSpan
 from ..errors import DataError
-from ..spans import Entity, Record
+from ..spans import Entity, Record, TokenIndex, TokenSpan, from_input, to_entity, to_input
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ class Window(NamedTuple):
     input_ids: List[int]  # [CLS] tokens [SEP]
     offsets: List[Tuple[int, int]]  # character range of each text token (no special tokens)
     owned: Tuple[int, int]  # text tokens of this window, [from, to), whose spans it reports
-    gold: List[Tuple[int, int, int]]  # (type id, start, end) as positions in input_ids, end inclusive
+    gold: List[TokenSpan]  # over input positions
 
 
 class AlignmentReport:
@@ -116,35 +115,34 @@ class TextEncoder:
         return starts
 
     def windows(self, record_index: int, tokens: TokenizedText,
-                token_spans: Sequence[Tuple[int, int, int]] = ()) -> List[Window]:
-        """``token_spans``: (type id, first token, last token) over the whole text."""
+                token_spans: Sequence[TokenSpan] = ()) -> List[Window]:
+        """``token_spans``: over the whole text's tokens."""
         starts = self.window_starts(len(tokens.ids))
         out = []
         for k, start in enumerate(starts):
             end = min(start + self.window_size, len(tokens.ids))
             own_from = 0 if k == 0 else (start + starts[k - 1] + self.window_size) // 2
             own_to = len(tokens.ids) if k == len(starts) - 1 else (starts[k + 1] + start + self.window_size) // 2
-            gold = [(t, s - start + 1, e - start + 1) for t, s, e in token_spans if start <= s and e < end]
+            gold = [to_input(span, start) for span in token_spans if start <= span.start and span.end < end]
             out.append(Window(record_index, start, [self.cls_id] + tokens.ids[start:end] + [self.sep_id],
                               tokens.offsets[start:end], (own_from - start, own_to - start), gold))
         return out
 
     def align(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
-              report: AlignmentReport) -> List[Tuple[int, int, int]]:
-        """Gold character spans -> (type id, first token, last token)."""
-        by_start = {start: i for i, (start, _) in enumerate(tokens.offsets)}
-        by_end = {end: i for i, (_, end) in enumerate(tokens.offsets)}
+              report: AlignmentReport) -> List[TokenSpan]:
+        """Gold character spans -> spans over the text's tokens."""
+        index = TokenIndex(tokens.offsets)
         spans = []
         for entity in record.entities:
             report.total += 1
             if entity.type not in label_index:
                 raise DataError(f"{record.source}: entity type {entity.type!r} is not among the model's types "
                                 f"({', '.join(label_index)}); add it to data.labels or fix the record")
-            first, last = by_start.get(entity.start), by_end.get(entity.end)
-            if first is None or last is None:
+            span = index.token_span(entity, label_index[entity.type])
+            if span is None:
                 report.unaligned.append(f"{record.source} {entity.type} {record.text[entity.start:entity.end]!r}")
                 continue
-            spans.append((label_index[entity.type], first, last))
+            spans.append(span)
         return spans
 
     def training_windows(self, records: Sequence[Record], label_index: Dict[str, int],
@@ -155,10 +153,10 @@ class TextEncoder:
             tokens = self.tokenize(record.text)
             spans = self.align(record, tokens, label_index, report)
             record_windows = self.windows(index, tokens, spans)
-            carried = {(t, s - 1 + w.token_start, e - 1 + w.token_start) for w in record_windows for t, s, e in w.gold}
-            for t, s, e in spans:
-                if (t, s, e) not in carried:
-                    text = record.text[tokens.offsets[s][0]:tokens.offsets[e][1]]
+            carried = {from_input(span, w.token_start) for w in record_windows for span in w.gold}
+            for span in spans:
+                if span not in carried:
+                    text = record.text[tokens.offsets[span.start][0]:tokens.offsets[span.end][1]]
                     report.unwindowed.append(f"{record.source} {text!r}")
             windows.extend(record_windows)
         report.log(name, self.mode)
@@ -168,9 +166,5 @@ class TextEncoder:
 def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str]) -> List[Entity]:
     """Decoded spans of one window -> character entities of the original text, owned spans only."""
     own_from, own_to = window.owned
-    entities = []
-    for span in spans:
-        first, last = span.start - 1, span.end - 1  # input_ids position -> text token of the window
-        if own_from <= first < own_to:
-            entities.append(Entity(window.offsets[first][0], window.offsets[last][1], labels[span.type], span.score))
-    return entities
+    local = [from_input(span, 0) for span in spans]  # over the window's own tokens, as its offsets are
+    return [to_entity(span, window.offsets, labels) for span in local if own_from <= span.start < own_to]

@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataError
 from ..files import atomic_write_text
-from ..spans import Entity, Record
+from ..spans import Entity, Record, characters
 from .tags import tags_to_spans
 
 log = logging.getLogger(__name__)
@@ -339,13 +339,12 @@ def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], Lis
 
 def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str,
                   repair: Optional[Callable[[str], None]] = None) -> Record:
-    starts, position = [], 0
+    offsets, position = [], 0
     for token in tokens:
-        starts.append(position)
+        offsets.append((position, position + len(token)))
         position += len(token) + len(joiner)
     text = joiner.join(tokens)
-    entities = [Entity(starts[a], starts[b - 1] + len(tokens[b - 1]), entity_type)
-                for a, b, entity_type in tags_to_spans(tags, where, repair)]
+    entities = [Entity(*characters(span, offsets), span.type) for span in tags_to_spans(tags, where, repair)]
     if not text.strip():
         raise DataError(f"{where[0]}: the sentence is only whitespace")
     return Record(text, entities, where[0])

@@ -4,6 +4,7 @@ entity of its own type instead (conlleval's reading), and the callback hears of 
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
+from ..spans import TokenSpan
 
 CONTINUE = {"I", "M"}
 END = {"E"}
@@ -20,17 +21,17 @@ def split_tag(tag: str) -> Tuple[str, str]:
 
 
 def tags_to_spans(tags: Sequence[str], where: Sequence[str],
-                  repair: Optional[Callable[[str], None]] = None) -> List[Tuple[int, int, str]]:
-    """Token-index spans ``(start, end_exclusive, type)``.  ``where[i]`` names token i's file:line.
+                  repair: Optional[Callable[[str], None]] = None) -> List[TokenSpan]:
+    """Spans over the tagged tokens, with their type names.  ``where[i]`` names token i's file:line.
     ``repair``: called with a message for every continuation tag that opened an entity, instead of
     the error."""
-    spans: List[Tuple[int, int, str]] = []
+    spans: List[TokenSpan] = []
     open_start, open_type = None, None
 
-    def close(end):
+    def close(after: int):  # ``after``: the first token no longer in the entity
         nonlocal open_start, open_type
         if open_start is not None:
-            spans.append((open_start, end, open_type))
+            spans.append(TokenSpan(open_type, open_start, after - 1))
         open_start, open_type = None, None
 
     for index, tag in enumerate(tags):
@@ -45,7 +46,7 @@ def tags_to_spans(tags: Sequence[str], where: Sequence[str],
             open_start, open_type = index, entity_type
         elif prefix in SINGLE:
             close(index)
-            spans.append((index, index + 1, entity_type))
+            spans.append(TokenSpan(entity_type, index, index))
         else:  # I, M, E continue an open entity of the same type
             if open_start is None or open_type != entity_type:
                 opened = f"an open {open_type} entity" if open_start is not None else "no open entity"
