@@ -87,6 +87,13 @@ class TrainConfig:
     eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)")
     patience: int = _opt(0, "stop after this many evaluations without a better dev F1 (0: never)")
     log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps")
+    adversarial: str = _opt("none", "fgm: adversarial training on the word embeddings (one more forward and "
+                            "backward per batch)", ("none", "fgm"))
+    adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient")
+    ema_decay: float = _opt(0.0, "exponential moving average of the weights, evaluated and saved as the best "
+                            "model (e.g. 0.999); 0: off")
+    layer_lr_decay: float = _opt(1.0, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
+                                 "embeddings lowest; 1: every layer at lr")
 
 
 @dataclass
@@ -313,6 +320,12 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
     if not 0 <= config.train.warmup_ratio < 1:
         raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {config.train.warmup_ratio}")
+    if not 0 <= config.train.ema_decay < 1:
+        raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {config.train.ema_decay}")
+    if not 0 < config.train.layer_lr_decay <= 1:
+        raise ConfigError(f"train.layer_lr_decay must be in (0, 1] (1: off), got {config.train.layer_lr_decay}")
+    if config.train.adversarial_epsilon <= 0:
+        raise ConfigError(f"train.adversarial_epsilon must be greater than 0, got {config.train.adversarial_epsilon}")
     if not 0 <= config.model.dropout < 1:
         raise ConfigError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
     if len(set(config.data.labels)) != len(config.data.labels):

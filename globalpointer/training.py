@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import paddle
 from tqdm import tqdm
@@ -23,6 +23,7 @@ from .errors import CheckpointError, ConfigError
 from .files import atomic_write_json, atomic_write_text
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
+from .recipes import EMA, FGM, LAYER, layer_rates, word_embeddings
 from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
 from .runtime import Runtime, seed_everything, setup_runtime
 from .spans import Record
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.safetensors"
+EMA_STATE = "ema.safetensors"  # with train.ema_decay: the average's weights, in last/ for --resume
 # What a run writes into its directory; --overwrite removes exactly these, nothing else in it.
 RUN_FILES = ("best", "last", "best.previous", "last.previous", "best.partial", "last.partial", "metrics.csv",
              "metrics.png", "config.yaml", "dev_report.json", "test_report.json", "summary.json")
@@ -143,12 +145,20 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     # The schedule is a factor from 0 to 1; each group's rate multiplies it, so either may be 0
     # (e.g. lr 0 freezes the encoder while the head trains at head_lr).
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
-    head_params = list(model.head.parameters())
-    head_ids = {id(p) for p in head_params}
-    other_params = [p for p in model.parameters() if id(p) not in head_ids]
+    head_ids = {id(p) for p in model.head.parameters()}
+    rates = {}  # parameter name -> its group's rate
+    encoder_named = [(n, p) for n, p in model.named_parameters() if id(p) not in head_ids]
+    if train.layer_lr_decay != 1.0:
+        depths = [int(m.group(1)) for n, _ in encoder_named for m in [LAYER.search(n)] if m]
+        rates.update(layer_rates(encoder_named, train.lr, train.layer_lr_decay, max(depths, default=-1) + 1))
+    else:
+        rates.update({n: train.lr for n, _ in encoder_named})
+    rates.update({n: train.head_lr for n, p in model.named_parameters() if id(p) in head_ids})
+    by_rate: dict = {}
+    for name, parameter in model.named_parameters():
+        by_rate.setdefault(rates[name], []).append(parameter)
     no_decay = {p.name for n, p in model.named_parameters() if "bias" in n or "norm" in n}
-    groups = [{"params": other_params, "learning_rate": train.lr},
-              {"params": head_params, "learning_rate": train.head_lr}]
+    groups = [{"params": params, "learning_rate": rate} for rate, params in by_rate.items()]
     clip = paddle.nn.ClipGradByGlobalNorm(train.max_grad_norm) if train.max_grad_norm > 0 else None
     optimizer = paddle.optimizer.AdamW(learning_rate=scheduler, parameters=groups, weight_decay=train.weight_decay,
                                        apply_decay_param_fun=lambda name: name not in no_decay, grad_clip=clip)
@@ -218,10 +228,10 @@ class RunDirectory:
             atomic_write_text(os.path.join(self.path, "config.yaml"), dump_config(self.config))
             _keep_metrics_until(self.metrics, progress.global_step)
 
-    def save_last(self, model, optimizer, progress: Progress) -> None:
+    def save_last(self, model, optimizer, ema: Optional[EMA], progress: Progress) -> None:
         if self.runtime.is_main:
-            write_checkpoint(self.last, model, self.encoder, self.config, self.record,
-                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
+            state = {OPTIMIZER_STATE: optimizer.state_dict(), **({EMA_STATE: ema.state_dict()} if ema else {})}
+            write_checkpoint(self.last, model, self.encoder, self.config, self.record, extra_state=state,
                              extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
     def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
@@ -302,12 +312,14 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     optimizer, scheduler = build_optimizer(model, config, total_steps)
     dtype = amp_dtype(train_cfg.amp, runtime.on_gpu)
     scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if dtype == "float16" else None
+    fgm = FGM(word_embeddings(model), train_cfg.adversarial_epsilon) if train_cfg.adversarial == "fgm" else None
+    ema = EMA(model, train_cfg.ema_decay) if train_cfg.ema_decay else None
 
     # where the run starts
     run = RunDirectory(config, record, encoder, runtime)
     progress = Progress()
     if resume:
-        progress = _restore(run.last, config, model, optimizer, resume_anyway)
+        progress = _restore(run.last, config, model, optimizer, ema, resume_anyway)
     elif overwrite and runtime.is_main:
         remove_run_files(run.path)
     run.start(progress)
@@ -325,16 +337,15 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
             batches = epoch_batches(lengths, config, runtime, progress.epoch)
             accumulated = 0
             for index in range(progress.batch_in_epoch, len(batches)):
-                # forward and backward of one batch
+                # forward and backward of one batch (twice with FGM: then also on moved embeddings)
                 batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id)
                 paddle.seed(step_seed(train_cfg.seed, progress.global_step * train_cfg.grad_accum_steps + accumulated))
-                inputs = model_inputs(batch)
-                with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
-                    logits = trained(**inputs)
-                loss, dropped = model.head.loss(logits, paddle.to_tensor(batch["gold"]), inputs["token_mask"])
-                loss = loss / train_cfg.grad_accum_steps
-                (scaler.scale(loss) if scaler else loss).backward()
-                losses.append(float(loss) * train_cfg.grad_accum_steps)
+                inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
+                loss, dropped = forward_backward(trained, model.head, inputs, gold, dtype, scaler, train_cfg.grad_accum_steps)
+                if fgm is not None and fgm.attack():
+                    forward_backward(trained, model.head, inputs, gold, dtype, scaler, train_cfg.grad_accum_steps)
+                    fgm.restore()
+                losses.append(loss)
                 progress.dropped_gold += dropped
                 progress.windows += len(batches[index])
                 accumulated += 1
@@ -349,6 +360,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                     optimizer.step()
                 optimizer.clear_grad()
                 scheduler.step()
+                if ema is not None:
+                    ema.update(model)
                 accumulated = 0
                 progress.global_step += 1
                 progress.batch_in_epoch = index + 1
@@ -360,7 +373,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
 
                 # evaluation every eval_every steps
                 if train_cfg.eval_every and progress.global_step % train_cfg.eval_every == 0:
-                    stopped_early = _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels,
+                    stopped_early = _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels,
                                                        progress, losses, steps_per_epoch, config, runtime)
                 if stop.requested or stopped_early:
                     interrupted = stop.requested
@@ -369,17 +382,17 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
                 if not train_cfg.eval_every:
-                    stopped_early = _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels,
+                    stopped_early = _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels,
                                                        progress, losses, steps_per_epoch, config, runtime)
     bar.close()
     if interrupted:
-        run.save_last(model, optimizer, progress)
+        run.save_last(model, optimizer, ema, progress)
         raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {run.last}, continue with --resume")
     if stopped_early and runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", train_cfg.patience)
     if progress.evaluated_step != progress.global_step:  # steps after the last evaluation
-        _evaluate_and_save(run, model, optimizer, extractor, dev_records, labels, progress, losses, steps_per_epoch,
-                           config, runtime)
+        _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels, progress, losses,
+                           steps_per_epoch, config, runtime)
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
@@ -398,28 +411,39 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     return summary
 
 
+def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Optional[str], scaler,
+                     accumulation: int) -> Tuple[float, int]:
+    """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped)."""
+    with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
+        logits = trained(**inputs)
+    loss, dropped = head.loss(logits, gold, inputs["token_mask"])
+    loss = loss / accumulation
+    (scaler.scale(loss) if scaler else loss).backward()
+    return float(loss) * accumulation, dropped
+
+
 def epoch_batches(lengths: List[int], config: RunConfig, runtime: Runtime, epoch: int) -> List[List[int]]:
     """This process's batches of window indices in one epoch: the same for a resumed run."""
     return length_grouped_batches(lengths, config.train.batch_size, True, config.train.seed + epoch, runtime.rank,
                                   runtime.world_size)
 
 
-def _evaluate_and_save(run: RunDirectory, model, optimizer, extractor: Extractor, dev_records: List[Record],
-                       labels: List[str], progress: Progress, losses: List[float], steps_per_epoch: int,
-                       config: RunConfig, runtime: Runtime) -> bool:
-    """Evaluate on dev, log a metrics row, save the best and last checkpoints, reset the running
-    loss; True when patience has run out."""
-    with progress.evaluation_time():
+def _evaluate_and_save(run: RunDirectory, model, optimizer, ema: Optional[EMA], extractor: Extractor,
+                       dev_records: List[Record], labels: List[str], progress: Progress, losses: List[float],
+                       steps_per_epoch: int, config: RunConfig, runtime: Runtime) -> bool:
+    """Evaluate on dev, log a metrics row, save the best (with EMA: the average's weights) and last
+    checkpoints, reset the running loss; True when patience has run out."""
+    with progress.evaluation_time(), ema.applied(model) if ema else contextlib.nullcontext():
         train_loss = sum(losses) / max(len(losses), 1)
         losses.clear()
         report = evaluate(extractor, dev_records, labels, runtime)
         improved = progress.record_evaluation(report["micro"]["f1"] if report else None)
         run.log_evaluation(model, progress, report if runtime.is_main else None, train_loss, improved, steps_per_epoch)
-    run.save_last(model, optimizer, progress)
+    run.save_last(model, optimizer, ema, progress)
     return 0 < config.train.patience <= progress.evals_since_best
 
 
-def _restore(last_dir: str, config: RunConfig, model, optimizer, resume_anyway: bool) -> Progress:
+def _restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
     directory = resolve_checkpoint(last_dir)
     conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml")), config)
     if conflicts and not resume_anyway:
@@ -435,5 +459,7 @@ def _restore(last_dir: str, config: RunConfig, model, optimizer, resume_anyway: 
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
     load_weights(model, directory)
     optimizer.set_state_dict(optimizer_state)
+    if ema is not None:
+        ema.set_state_dict(read_state(os.path.join(directory, EMA_STATE)))
     log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
     return progress

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from synthetic import tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,8 +40,10 @@ def metrics(run_dir):
         return [{k: row[k] for k in ("step", "train_loss", "f1")} for row in csv.DictReader(handle)]
 
 
-def test_same_seed_same_run_and_resume_after_sigkill(tmp_path):
-    settings = dict(train__epochs=3, train__eval_every=5, train__seed=11)
+@pytest.mark.parametrize("recipes", [{}, {"train__ema_decay": 0.9, "train__adversarial": "fgm"}],
+                         ids=["plain", "ema+fgm"])
+def test_same_seed_same_run_and_resume_after_sigkill(tmp_path, recipes):
+    settings = dict(train__epochs=3, train__eval_every=5, train__seed=11, **recipes)
     first, second, killed = (config_in(tmp_path / name, **settings) for name in "abc")
 
     for config in (first, second):

@@ -1,0 +1,116 @@
+"""FGM, EMA and layer-wise learning-rate decay, each against its formula, then in the loop."""
+import json
+
+import numpy as np
+import paddle
+import pytest
+
+from globalpointer.config import load_config
+from globalpointer.encoders import load_encoder
+from globalpointer.model import build_model
+from globalpointer.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
+from globalpointer.training import build_optimizer, forward_backward
+from synthetic import tiny_config
+
+
+def tiny_model(*overrides):
+    paddle.seed(0)
+    config = load_config(overrides=["model.encoder=tiny", "model.head_size=8", *overrides])
+    return config, build_model(config, load_encoder("tiny"), 2)
+
+
+def tiny_batch():
+    ids = paddle.to_tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
+    attention = paddle.to_tensor([[1] * 6, [1, 1, 1, 1, 0, 0]])
+    token_mask = paddle.to_tensor([[False, True, True, True, True, False], [False, True, True, False, False, False]])
+    gold = paddle.to_tensor([[[0, 1, 2], [1, 3, 4]], [[1, 1, 2], [-1, -1, -1]]])
+    return {"input_ids": ids, "attention_mask": attention, "token_mask": token_mask}, gold
+
+
+def test_fgm_moves_the_embeddings_by_epsilon_along_the_gradient_and_back():
+    _, model = tiny_model()
+    model.eval()  # no dropout: the two passes below are comparable
+    inputs, gold = tiny_batch()
+    embeddings = word_embeddings(model)
+    before = embeddings.numpy().copy()
+    forward_backward(model, model.head, inputs, gold, None, None, 1)
+    first = embeddings.grad.numpy().copy()
+    fgm = FGM(embeddings, epsilon=0.5)
+    assert fgm.attack()
+    moved = embeddings.numpy() - before
+    np.testing.assert_allclose(moved, 0.5 * first / np.linalg.norm(first), atol=1e-6)
+    forward_backward(model, model.head, inputs, gold, None, None, 1)
+    total = embeddings.grad.numpy().copy()
+    model.clear_gradients()
+    forward_backward(model, model.head, inputs, gold, None, None, 1)  # the second pass alone
+    np.testing.assert_allclose(total, first + embeddings.grad.numpy(), rtol=1e-5, atol=1e-7)
+    fgm.restore()
+    assert (embeddings.numpy() == before).all()  # exactly back
+    model.clear_gradients()
+    assert not FGM(embeddings, 0.5).attack()  # no gradient: nothing moves
+
+
+def test_ema_follows_its_formula_and_swaps_exactly():
+    _, model = tiny_model()
+    ema = EMA(model, decay=0.9)
+    name, parameter = next((n, p) for n, p in model.named_parameters() if n.startswith("head."))
+    start = parameter.numpy().astype(np.float64)
+    expected, values = start.copy(), []
+    for t in range(25):
+        value = start + t + 1.0
+        values.append(value)
+        parameter.set_value(value.astype("float32"))
+        ema.update(model)
+        d = min(0.9, (1 + t) / (10 + t))
+        expected = d * expected + (1 - d) * value
+    np.testing.assert_allclose(ema.shadow[name].numpy(), expected, rtol=1e-5)
+    with ema.applied(model):
+        np.testing.assert_allclose(parameter.numpy(), expected, rtol=1e-5)
+    assert (parameter.numpy() == values[-1].astype("float32")).all()
+    again = EMA(model, 0.9)
+    again.set_state_dict({k: (v if k == "updates" else {n: t.numpy() for n, t in v.items()})
+                          for k, v in ema.state_dict().items()})
+    assert again.updates == 25 and (again.shadow[name].numpy() == ema.shadow[name].numpy()).all()
+
+
+def test_layer_wise_rates():
+    assert layer_depth("encoder.embeddings.word_embeddings.weight", 4) == 0
+    assert layer_depth("encoder.encoder.layers.0.self_attn.q_proj.weight", 4) == 1
+    assert layer_depth("encoder.encoder.layers.3.linear2.bias", 4) == 4
+    assert layer_depth("encoder.pooler.dense.weight", 4) == 4
+    config, model = tiny_model("train.layer_lr_decay=0.5", "train.lr=1e-4", "train.head_lr=1e-3")
+    optimizer, _ = build_optimizer(model, config, 10)
+    rate_of = {p.name: group["learning_rate"] for group in optimizer._param_groups for p in group["params"]}
+    for name, parameter in model.named_parameters():
+        if name.startswith("head."):
+            expected = 1e-3
+        elif ".embeddings." in name:
+            expected = 1e-4 * 0.5 ** 2  # the tiny encoder has 2 layers
+        elif ".layers.0." in name:
+            expected = 1e-4 * 0.5
+        else:
+            expected = 1e-4
+        assert rate_of[parameter.name] == pytest.approx(expected), name
+    assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5, 2) == {"x.layers.1.w": 1.0}
+
+
+def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
+    from globalpointer.cli import train_main
+    from globalpointer.weights import read_state
+
+    config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__ema_decay=0.9,
+                         train__layer_lr_decay=0.8)
+    assert train_main(["--config", config]) == 0
+    run = tmp_path / "run"
+    summary = json.load(open(run / "summary.json"))
+    assert summary["best_dev_f1"] > 0.5
+    ema = read_state(str(run / "last" / "ema.safetensors"))
+    assert ema["updates"] == summary["steps"]
+    assert summary["best_step"] == summary["steps"]  # (seeded) so best/ holds the average of last/'s run
+    best = read_state(str(run / "best" / "model.safetensors"))
+    last = read_state(str(run / "last" / "model.safetensors"))
+    name = "head.dense.weight"
+    np.testing.assert_array_equal(best[name], ema["shadow"][name])
+    assert not np.array_equal(best[name], last[name])
+    # every recipe key shows in --print-config
+    assert train_main(["--config", config, "--print-config"]) == 0
