@@ -2,9 +2,9 @@
 
 ``POST /v1/extract`` ``{"texts": [...]}`` -> ``{"results": [{"text", "entities": [...]}]}`` (the
 entities of predict.py), ``GET /v1/labels``, ``GET /health``, OpenAPI docs at ``/docs``.
-Concurrent requests are micro-batched: one worker thread owns the model, waits up to
-``serve.batch_wait_ms`` for more requests after the first, and predicts up to ``serve.batch_texts``
-texts in one call, so many small requests share forward passes.  Limits (``serve.max_texts``,
+Concurrent requests are micro-batched: one worker thread owns the model, takes every request waiting
+(up to ``serve.batch_texts`` texts), waits up to ``serve.batch_wait_ms`` for more while it has fewer
+than its last call had, and predicts them in one call, so many small requests share forward passes.  Limits (``serve.max_texts``,
 ``serve.max_text_chars``, ``serve.max_body_bytes``) are answered with 413, malformed requests with
 422, each with a message; SIGTERM stops accepting and lets requests in flight finish.
 """
@@ -32,6 +32,7 @@ class MicroBatcher:
         self.wait = wait_ms / 1000
         self.requests: "queue.Queue" = queue.Queue()
         self.calls = self.texts = 0  # predict calls and texts so far: how much sharing happened
+        self.last_texts = batch_texts  # texts in the last call: how many to wait for in the next
         self.thread = threading.Thread(target=self._work, name="micro-batcher", daemon=True)
         self.thread.start()
 
@@ -46,18 +47,27 @@ class MicroBatcher:
         self.thread.join()
 
     def _gather(self, first) -> list:
+        """The first request, every request already waiting (up to ``batch_texts``), then, while
+        fewer texts than the last call had, what arrives within ``batch_wait_ms``: clients answered
+        together come back together, and one that is alone is not kept waiting for company twice."""
         batch, count = [first], len(first[0])
         deadline = time.monotonic() + self.wait
         while count < self.batch_texts:
             try:
-                item = self.requests.get(timeout=max(deadline - time.monotonic(), 0))
+                item = self.requests.get_nowait()
             except queue.Empty:
-                break
+                if count >= self.last_texts:
+                    break
+                try:
+                    item = self.requests.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue.Empty:
+                    break
             if item is None:  # closing: answer what was gathered, then stop
                 self.requests.put(None)
                 break
             batch.append(item)
             count += len(item[0])
+        self.last_texts = count
         return batch
 
     def _work(self) -> None:

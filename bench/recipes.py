@@ -1,0 +1,64 @@
+"""Training recipes side by side, several seeds each: dev F1 mean and spread, training time.
+
+    python bench/recipes.py --config configs/cluener.yaml --seeds 1,2,3 --out runs/recipes \
+        [--row baseline=] [--row fgm=train.adversarial=fgm] [--row ema=train.ema_decay=0.999] \
+        [--row both=train.adversarial=fgm,train.ema_decay=0.999] [--set train.epochs=4]
+
+Each row is a name and comma-separated config overrides added to ``--set``; every (row, seed) is one
+``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, so an interrupted
+comparison continues where it stopped).  Prints one line per run as it finishes, then the table:
+mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0.999",
+                "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
+
+
+def run(config: str, settings, output_dir: str) -> dict:
+    summary_path = os.path.join(output_dir, "summary.json")
+    if not os.path.exists(summary_path):
+        command = [sys.executable, "train.py", "--config", config, "--overwrite", "--set", f"output_dir={output_dir}"]
+        for setting in settings:
+            command += ["--set", setting]
+        with open(output_dir + ".log", "w") as log:
+            subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
+    with open(summary_path) as handle:
+        return json.load(handle)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--out", required=True, help="directory for the runs")
+    parser.add_argument("--row", action="append", help="NAME=KEY=VALUE,KEY=VALUE (default: baseline, fgm, ema, both)")
+    parser.add_argument("--set", action="append", default=[], help="an override for every run")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for row in args.row or DEFAULT_ROWS:
+        name, _, overrides = row.partition("=")
+        settings = args.set + [item for item in overrides.split(",") if item]
+        scores, seconds = [], []
+        for seed in args.seeds.split(","):
+            summary = run(args.config, settings + [f"train.seed={seed}"], os.path.join(args.out, f"{name}-s{seed}"))
+            scores.append(summary["best_dev_f1"] * 100)
+            seconds.append(summary["seconds"])
+            print(f"{name} seed {seed}: dev F1 {scores[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
+        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        rows.append((name, statistics.mean(scores), spread, min(scores), max(scores), statistics.mean(seconds)))
+    print(f"\n{'row':<12}{'dev F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>9}{'vs baseline':>13}")
+    base = rows[0][1]
+    for name, mean, spread, low, high, secs in rows:
+        print(f"{name:<12}{mean:>12.2f}{spread:>7.2f}{f'{low:.2f}..{high:.2f}':>16}{secs:>9.0f}{mean - base:>+13.2f}")
+
+
+if __name__ == "__main__":
+    main()
