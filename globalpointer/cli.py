@@ -170,9 +170,14 @@ def _predict(argv):
         check_output_file(args.html, "--html", [args.input, args.output])
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
-    drawn: List[dict] = []  # rank 0's share holds the first lines of the file
+    drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
+
+    def draw(payload: dict) -> None:
+        if len(drawn) < args.html_texts:
+            drawn.append(payload)
+
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
-                  on_payload=lambda payload: len(drawn) < args.html_texts and drawn.append(payload))
+                  on_payload=draw if args.html else None)
     if args.output_format == "label-studio":
         log.info("Label Studio labeling config for these tasks:\n%s", labeling_config(ner.labels))
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...

@@ -114,6 +114,10 @@ def layer_depth(name: str, num_layers: int) -> int:
     return int(match.group(1)) + 1 if match else num_layers
 
 
-def layer_rates(named_parameters, lr: float, decay: float, num_layers: int) -> Dict[str, float]:
-    """Parameter name -> learning rate: lr * decay ** (num_layers - depth)."""
-    return {name: lr * decay ** (num_layers - layer_depth(name, num_layers)) for name, _ in named_parameters}
+def layer_rates(named_parameters, lr: float, decay: float) -> Dict[str, float]:
+    """Parameter name -> learning rate: lr * decay ** (num_layers - depth), with num_layers counted
+    from the names (decay 1: lr for every parameter)."""
+    names = [name for name, _ in named_parameters]
+    num_layers = 1 + max((int(match.group(1)) for name in names for match in [LAYER.search(name)] if match),
+                         default=-1)
+    return {name: lr * decay ** (num_layers - layer_depth(name, num_layers)) for name in names}

@@ -3,6 +3,7 @@ dev evaluation, best and last checkpoints, early stopping, resume, data parallel
 import contextlib
 import csv
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -23,8 +24,8 @@ from .errors import CheckpointError, ConfigError
 from .files import atomic_write_json, atomic_write_text
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
-from .recipes import EMA, FGM, LAYER, layer_rates, word_embeddings
 from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
+from .recipes import EMA, FGM, layer_rates, word_embeddings
 from .runtime import Runtime, seed_everything, setup_runtime
 from .spans import Record
 from .weights import read_state
@@ -146,13 +147,9 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     # (e.g. lr 0 freezes the encoder while the head trains at head_lr).
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
     head_ids = {id(p) for p in model.head.parameters()}
-    rates = {}  # parameter name -> its group's rate
-    encoder_named = [(n, p) for n, p in model.named_parameters() if id(p) not in head_ids]
-    if train.layer_lr_decay != 1.0:
-        depths = [int(m.group(1)) for n, _ in encoder_named for m in [LAYER.search(n)] if m]
-        rates.update(layer_rates(encoder_named, train.lr, train.layer_lr_decay, max(depths, default=-1) + 1))
-    else:
-        rates.update({n: train.lr for n, _ in encoder_named})
+    # parameter name -> its group's rate
+    rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids], train.lr,
+                        train.layer_lr_decay)
     rates.update({n: train.head_lr for n, p in model.named_parameters() if id(p) in head_ids})
     by_rate: dict = {}
     for name, parameter in model.named_parameters():
@@ -330,6 +327,9 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",
                disable=not runtime.is_main, dynamic_ncols=True)
     losses: List[float] = []  # of the batches since the last evaluation
+    # evaluate on dev, log, save best and last, reset the running loss; True when patience has run out
+    evaluate_and_save = functools.partial(_evaluate_and_save, run, model, optimizer, ema, extractor, dev_records,
+                                          labels, progress, losses, steps_per_epoch, config, runtime)
     stopped_early = interrupted = False
     progress.start_clock()
     with StopRequest() as stop:
@@ -373,8 +373,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
 
                 # evaluation every eval_every steps
                 if train_cfg.eval_every and progress.global_step % train_cfg.eval_every == 0:
-                    stopped_early = _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels,
-                                                       progress, losses, steps_per_epoch, config, runtime)
+                    stopped_early = evaluate_and_save()
                 if stop.requested or stopped_early:
                     interrupted = stop.requested
                     break
@@ -382,8 +381,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
                 if not train_cfg.eval_every:
-                    stopped_early = _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels,
-                                                       progress, losses, steps_per_epoch, config, runtime)
+                    stopped_early = evaluate_and_save()
     bar.close()
     if interrupted:
         run.save_last(model, optimizer, ema, progress)
@@ -391,8 +389,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     if stopped_early and runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", train_cfg.patience)
     if progress.evaluated_step != progress.global_step:  # steps after the last evaluation
-        _evaluate_and_save(run, model, optimizer, ema, extractor, dev_records, labels, progress, losses,
-                           steps_per_epoch, config, runtime)
+        evaluate_and_save()
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,

@@ -91,7 +91,7 @@ def test_layer_wise_rates():
         else:
             expected = 1e-4
         assert rate_of[parameter.name] == pytest.approx(expected), name
-    assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5, 2) == {"x.layers.1.w": 1.0}
+    assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5) == {"x.layers.1.w": 1.0}  # 2 layers, counted from the names
 
 
 def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):

@@ -227,13 +227,11 @@ def parse_jsonl(obj, where: str) -> Record:
 
 def _doccano_span(text: str, item, where: str) -> List[Entity]:
     if isinstance(item, list) and len(item) == 3:  # [start, end, type]
-        start, end = tool_offsets(text, item[0], item[1], None)
-        return [check_entity(text, start, end, item[2], where)]
+        return [check_entity(text, item[0], item[1], item[2], where)]
     if isinstance(item, dict) and "labels" in item:  # Label Studio JSON-MIN: {start, end, text, labels}
         return _labelled_region(text, item, where)
     if isinstance(item, dict):  # doccano with relations: {id, label, start_offset, end_offset}
-        start, end = tool_offsets(text, item.get("start_offset"), item.get("end_offset"), None)
-        return [check_entity(text, start, end, item.get("label"), where)]
+        return [check_entity(text, item.get("start_offset"), item.get("end_offset"), item.get("label"), where)]
     raise DataError(f"{where}: a doccano label is [start, end, \"TYPE\"] or {{\"start_offset\", \"end_offset\", "
                     f"\"label\"}}, got {item!r}")
 
