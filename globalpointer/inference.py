@@ -3,7 +3,7 @@ from typing import Callable, List, Sequence
 
 import paddle
 
-from .data.batching import collate, length_grouped_batches
+from .data.batching import collate, padding_aware_batches
 from .data.features import TextEncoder, Window, window_entities
 from .decode import Threshold, select_flat
 from .spans import Entity
@@ -39,7 +39,7 @@ class Extractor:
             windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        for indices in length_grouped_batches(lengths, self.batch_size, shuffle=False):
+        for indices in padding_aware_batches(lengths, self.batch_size):
             batch = collate([windows[i] for i in indices], self.text_encoder.pad_id)
             inputs = model_inputs(batch)
             outputs = self.model(**inputs)

@@ -1,7 +1,7 @@
 
 import pytest
 
-from globalpointer.data.batching import collate, length_grouped_batches
+from globalpointer.data.batching import collate, length_grouped_batches, padding_aware_batches
 from globalpointer.data.features import AlignmentReport, TextEncoder, window_entities
 from globalpointer.encoders import bert_tokenizer, build_tiny
 from globalpointer.spans import Entity, Record, TokenSpan
@@ -105,6 +105,45 @@ def test_length_grouped_batches():
     assert shuffled == length_grouped_batches(lengths, 2, shuffle=True, seed=1)
     ranks = [length_grouped_batches(lengths[:6], 2, True, 3, rank=r, world_size=2) for r in (0, 1)]
     assert len(ranks[0]) == len(ranks[1]) == 2  # 3 batches padded to 4, two per process
+
+
+def _set_partitions(items):
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for partition in _set_partitions(rest):
+        yield [[first]] + partition
+        for i in range(len(partition)):
+            yield partition[:i] + [[first] + partition[i]] + partition[i + 1:]
+
+
+def test_padding_aware_batches_find_the_cheapest_of_all_partitions():
+    """Against brute force over every partition into sets (not only runs of the sorted order):
+    the batches cover each window once, respect the cap, and cost no more than the best partition."""
+    import random
+
+    def cost(batches, lengths, overhead):
+        return sum(overhead + len(b) * max(lengths[i] for i in b) for b in batches)
+
+    rng = random.Random(7)
+    for _ in range(60):
+        lengths = [rng.randint(3, 60) for _ in range(rng.randint(1, 7))]
+        max_batch, overhead = rng.randint(1, 4), rng.choice([0.0, 3.0, 16.0, 100.0])
+        batches = padding_aware_batches(lengths, max_batch, overhead)
+        assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+        assert all(1 <= len(b) <= max_batch for b in batches)
+        best = min(cost(p, lengths, overhead) for p in _set_partitions(list(range(len(lengths))))
+                   if all(len(b) <= max_batch for b in p))
+        assert cost(batches, lengths, overhead) == pytest.approx(best)
+
+
+def test_padding_aware_batches_split_mixed_lengths_and_keep_equal_ones_together():
+    assert padding_aware_batches([], 8) == []
+    assert sorted(map(len, padding_aware_batches([40] * 20, 8))) == [4, 8, 8]
+    short_and_long = [5, 50] * 8  # one batch would pad eight 5-token windows to 50
+    assert [sorted(short_and_long[i] for i in b) for b in padding_aware_batches(short_and_long, 16)] == [[5] * 8, [50] * 8]
+    assert len(padding_aware_batches([30, 31, 32, 33], 16)) == 1  # a few padded tokens do not pay for a forward pass
 
 
 def test_span_conversions_round_trip_through_windows_and_characters(tokenizer):
