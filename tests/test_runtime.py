@@ -73,3 +73,40 @@ def test_import_sets_the_mkl_path_before_paddle_runs():
     code = "import os, globalpointer; print(os.environ.get('MKL_DEBUG_CPU_TYPE'))"
     out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(choose_mkl_cpu_type(read_cpu_info(), environ).value)
+
+
+FLUSH_CHECK = """
+import threading, time
+import numpy as np
+import paddle
+import globalpointer
+from globalpointer.runtime import setup_runtime
+subnormal = np.float32(1e-39)  # below float32's smallest normal, 1.18e-38
+before = float(subnormal * np.float32(1.0))
+setup_runtime("cpu")
+after, in_thread = float(subnormal * np.float32(1.0)), []
+thread = threading.Thread(target=lambda: in_thread.append(float(subnormal * np.float32(1.0))))
+thread.start(); thread.join()
+x, g = paddle.randn([256, 512]), paddle.full([256, 1024], 1e-39)
+product = paddle.matmul(x, g, transpose_x=True)  # on Paddle's math threads
+print(before, after, in_thread[0], float(product.abs().max()))
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the switch exists on x86-64 only")
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_setup_runtime_flushes_subnormal_floats_unless_told_not_to(switch):
+    """In a fresh interpreter (the switch is per thread and stays on): after setup_runtime a
+    subnormal reads as zero in this thread, in threads it starts and in Paddle's matmul."""
+    import os
+    import subprocess
+    import sys
+
+    environ = dict(os.environ, GLOBALPOINTER_FLUSH_DENORMALS=switch)
+    out = subprocess.run([sys.executable, "-c", FLUSH_CHECK], env=environ, capture_output=True, text=True, check=True)
+    before, after, in_thread, product = map(float, out.stdout.split())
+    assert before == pytest.approx(1e-39, rel=1e-3)
+    if switch == "1":
+        assert after == in_thread == product == 0.0
+    else:
+        assert after == in_thread == pytest.approx(1e-39, rel=1e-3) and product > 0
