@@ -4,6 +4,7 @@
         [--row baseline=] [--row fgm=train.adversarial=fgm] [--row ema=train.ema_decay=0.999] \
         [--row both=train.adversarial=fgm,train.ema_decay=0.999] [--set train.epochs=4]
 
+The score is the best dev F1, or the test F1 where the config has no dev file (MSRA).
 Each row is a name and comma-separated config overrides added to ``--set``; every (row, seed) is one
 ``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, so an interrupted
 comparison continues where it stopped).  Prints one line per run as it finishes, then the table:
@@ -33,6 +34,13 @@ def run(config: str, settings, output_dir: str) -> dict:
         return json.load(handle)
 
 
+def scored_f1(summary: dict):
+    """("dev", best dev F1), or ("test", test F1 of the best checkpoint) for a run without a dev file."""
+    if summary.get("best_dev_f1") is not None:
+        return "dev", summary["best_dev_f1"]
+    return "test", summary["test"]["f1"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True)
@@ -49,12 +57,13 @@ def main():
         scores, seconds = [], []
         for seed in args.seeds.split(","):
             summary = run(args.config, settings + [f"train.seed={seed}"], os.path.join(args.out, f"{name}-s{seed}"))
-            scores.append(summary["best_dev_f1"] * 100)
+            split, f1 = scored_f1(summary)
+            scores.append(f1 * 100)
             seconds.append(summary["seconds"])
-            print(f"{name} seed {seed}: dev F1 {scores[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
+            print(f"{name} seed {seed}: {split} F1 {scores[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
         spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
         rows.append((name, statistics.mean(scores), spread, min(scores), max(scores), statistics.mean(seconds)))
-    print(f"\n{'row':<12}{'dev F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>9}{'vs baseline':>13}")
+    print(f"\n{'row':<12}{split + ' F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>9}{'vs baseline':>13}")
     base = rows[0][1]
     for name, mean, spread, low, high, secs in rows:
         print(f"{name:<12}{mean:>12.2f}{spread:>7.2f}{f'{low:.2f}..{high:.2f}':>16}{secs:>9.0f}{mean - base:>+13.2f}")
