@@ -37,7 +37,8 @@ def start_service(model: str, backend: str, port: int, log_path: str, settings) 
     log = open(log_path, "w")
     overrides = [item for setting in settings for item in ("--set", setting)]
     process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", os.path.abspath(model),
-                                "--backend", backend, "--port", str(port), *overrides], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                                "--backend", backend, "--port", str(port), *overrides],
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 180
     while time.time() < deadline:
         if process.poll() is not None:

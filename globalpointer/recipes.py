@@ -118,6 +118,5 @@ def layer_rates(named_parameters, lr: float, decay: float) -> Dict[str, float]:
     """Parameter name -> learning rate: lr * decay ** (num_layers - depth), with num_layers counted
     from the names (decay 1: lr for every parameter)."""
     names = [name for name, _ in named_parameters]
-    num_layers = 1 + max((int(match.group(1)) for name in names for match in [LAYER.search(name)] if match),
-                         default=-1)
+    num_layers = max((layer_depth(name, 0) for name in names), default=0)  # the deepest encoder layer's depth
     return {name: lr * decay ** (num_layers - layer_depth(name, num_layers)) for name in names}

@@ -8,8 +8,8 @@ import numpy as np
 import paddle
 
 from . import MATH_LIBRARY
-from .mathlib import flush_denormals
 from .errors import ConfigError
+from .mathlib import flush_denormals
 
 log = logging.getLogger(__name__)
 

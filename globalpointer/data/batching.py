@@ -42,8 +42,9 @@ def padding_aware_batches(lengths: Sequence[int], max_batch: int,
     windows, the sum of ``forward_cost_tokens + windows x longest window`` (dynamic programming over
     the sorted lengths): 16 texts of mixed length become a few short and a few long batches instead
     of one batch padded to the longest, while equal lengths stay in full batches."""
-    order = np.argsort(np.asarray(lengths), kind="stable")
-    sorted_lengths = np.asarray(lengths, dtype="float64")[order]
+    lengths = np.asarray(lengths, dtype="float64")
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
     count = len(order)
     best = np.zeros(count + 1)  # best[j]: cost of the first j sorted windows
     start = np.zeros(count + 1, dtype="int64")  # where the last batch of best[j] starts
