@@ -38,7 +38,10 @@ EMA_STATE = "ema.safetensors"  # with train.ema_decay: the average's weights, in
 # What a run writes into its directory; --overwrite removes exactly these, nothing else in it.
 RUN_FILES = ("best", "last", "best.previous", "last.previous", "best.partial", "last.partial", "metrics.csv",
              "metrics.png", "config.yaml", "dev_report.json", "test_report.json", "summary.json")
-METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
+# f1_without_average: with train.ema_decay, the dev F1 of the trained weights themselves (the other
+# columns are the average's), so that one run shows what the average adds
+METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "f1_without_average", "seconds",
+                   "windows_per_second"]
 
 
 @dataclasses.dataclass
@@ -49,6 +52,7 @@ class Progress:
     global_step: int = 0  # optimizer steps taken
     best_f1: float = -1.0
     best_step: int = 0
+    best_f1_without_average: Optional[float] = None  # with train.ema_decay: the best dev F1 of the trained weights
     evals_since_best: int = 0
     dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
     seconds: float = 0.0  # wall time, evaluations included
@@ -197,7 +201,7 @@ def _keep_metrics_until(path: str, step: int) -> None:
     if not rows:
         os.remove(path)
         return
-    lines = [",".join(METRICS_COLUMNS)] + [",".join(row[k] for k in METRICS_COLUMNS) for row in rows]
+    lines = [",".join(METRICS_COLUMNS)] + [",".join(row.get(k) or "" for k in METRICS_COLUMNS) for row in rows]
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -207,7 +211,7 @@ def _append_metrics(path: str, row: dict) -> None:
         writer = csv.DictWriter(handle, fieldnames=METRICS_COLUMNS)
         if new:
             writer.writeheader()
-        writer.writerow({k: row[k] for k in METRICS_COLUMNS})
+        writer.writerow({k: row.get(k) for k in METRICS_COLUMNS})
 
 
 class RunDirectory:
@@ -232,21 +236,23 @@ class RunDirectory:
                              extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
     def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
-                       improved: bool, steps_per_epoch: int) -> None:
+                       improved: bool, steps_per_epoch: int, f1_without_average: Optional[float]) -> None:
         if not self.runtime.is_main:
             return
         micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
         _append_metrics(self.metrics, {
             "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
             "train_loss": round(train_loss, 6), **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
+            "f1_without_average": None if f1_without_average is None else round(f1_without_average, 6),
             "seconds": round(progress.seconds, 1), "windows_per_second": round(progress.windows_per_second(), 2)})
         if improved:
             write_checkpoint(self.best, model, self.encoder, self.config, self.record)
             if report:
                 atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
         if report:
+            without = "" if f1_without_average is None else f" (without the average: {f1_without_average:.4f})"
             tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
-                       f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}")
+                       f"F1 {micro['f1']:.4f}{without}{' (best)' if improved else ''}")
 
     def write_json(self, name: str, value: dict) -> None:
         if self.runtime.is_main:
@@ -392,6 +398,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
         evaluate_and_save()
 
     summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
+               "best_dev_f1_without_average": progress.best_f1_without_average,
                "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
                "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
                "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
@@ -428,14 +435,23 @@ def epoch_batches(lengths: List[int], config: RunConfig, runtime: Runtime, epoch
 def _evaluate_and_save(run: RunDirectory, model, optimizer, ema: Optional[EMA], extractor: Extractor,
                        dev_records: List[Record], labels: List[str], progress: Progress, losses: List[float],
                        steps_per_epoch: int, config: RunConfig, runtime: Runtime) -> bool:
-    """Evaluate on dev, log a metrics row, save the best (with EMA: the average's weights) and last
-    checkpoints, reset the running loss; True when patience has run out."""
-    with progress.evaluation_time(), ema.applied(model) if ema else contextlib.nullcontext():
+    """Evaluate on dev, log a metrics row, save the best (with EMA: the average's weights, also
+    scoring the trained weights for the log) and last checkpoints, reset the running loss; True when
+    patience has run out."""
+    with progress.evaluation_time():
         train_loss = sum(losses) / max(len(losses), 1)
         losses.clear()
-        report = evaluate(extractor, dev_records, labels, runtime)
-        improved = progress.record_evaluation(report["micro"]["f1"] if report else None)
-        run.log_evaluation(model, progress, report if runtime.is_main else None, train_loss, improved, steps_per_epoch)
+        f1_without_average = None
+        if ema is not None and dev_records:
+            trained = evaluate(extractor, dev_records, labels, runtime)
+            if trained:
+                f1_without_average = trained["micro"]["f1"]
+                progress.best_f1_without_average = max(progress.best_f1_without_average or 0.0, f1_without_average)
+        with ema.applied(model) if ema else contextlib.nullcontext():
+            report = evaluate(extractor, dev_records, labels, runtime)
+            improved = progress.record_evaluation(report["micro"]["f1"] if report else None)
+            run.log_evaluation(model, progress, report if runtime.is_main else None, train_loss, improved,
+                               steps_per_epoch, f1_without_average)
     run.save_last(model, optimizer, ema, progress)
     return 0 < config.train.patience <= progress.evals_since_best
 

@@ -114,3 +114,27 @@ def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
     assert not np.array_equal(best[name], last[name])
     # every recipe key shows in --print-config
     assert train_main(["--config", config, "--print-config"]) == 0
+
+
+def test_an_ema_run_also_scores_the_weights_it_trains_exactly_as_a_run_without_ema(tmp_path):
+    """The average does not touch training, so the weights an EMA run trains are those of the same
+    seed's run without it: one run scores both rows of a comparison."""
+    import csv
+
+    from globalpointer.cli import train_main
+
+    def metrics(name, **overrides):
+        config = tiny_config(tmp_path / name, train__epochs=2, train__lr=5e-4, train__head_lr=5e-4,
+                             output_dir=str(tmp_path / name / "run"), **overrides)
+        assert train_main(["--config", config]) == 0
+        summary = json.load(open(tmp_path / name / "run" / "summary.json"))
+        return list(csv.DictReader(open(tmp_path / name / "run" / "metrics.csv"))), summary
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "ema").mkdir()
+    plain, plain_summary = metrics("plain")
+    averaged, ema_summary = metrics("ema", train__ema_decay=0.9)
+    assert [row["f1_without_average"] for row in averaged] == [row["f1"] for row in plain]
+    assert [row["f1"] for row in averaged] != [row["f1"] for row in plain]  # the average is scored as well
+    assert ema_summary["best_dev_f1_without_average"] == plain_summary["best_dev_f1"]
+    assert plain_summary["best_dev_f1_without_average"] is None and not any(r["f1_without_average"] for r in plain)
