@@ -9,6 +9,9 @@ Each row is a name and comma-separated config overrides added to ``--set``; ever
 ``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, so an interrupted
 comparison continues where it stopped).  Prints one line per run as it finishes, then the table:
 mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
+A row with EMA also gives the row of its training without the average ("NAME (trained weights)":
+the best dev F1 of the weights the run trained, which are those of the same seed's run without EMA),
+so ``--row ema=train.ema_decay=0.999 --row fgm+ema=...`` measures four rows in two runs per seed.
 """
 import argparse
 import json
@@ -54,20 +57,28 @@ def main():
     for row in args.row or DEFAULT_ROWS:
         name, _, overrides = row.partition("=")
         settings = args.set + [item for item in overrides.split(",") if item]
-        scores, seconds = [], []
+        scores, trained, seconds = [], [], []
         for seed in args.seeds.split(","):
             summary = run(args.config, settings + [f"train.seed={seed}"], os.path.join(args.out, f"{name}-s{seed}"))
             split, f1 = scored_f1(summary)
             scores.append(f1 * 100)
             seconds.append(summary["seconds"])
-            print(f"{name} seed {seed}: {split} F1 {scores[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
-        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
-        rows.append((name, statistics.mean(scores), spread, min(scores), max(scores), statistics.mean(seconds)))
-    print(f"\n{'row':<12}{split + ' F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>9}{'vs baseline':>13}")
-    base = rows[0][1]
-    for name, mean, spread, low, high, secs in rows:
-        print(f"{name:<12}{mean:>12.2f}{spread:>7.2f}{f'{low:.2f}..{high:.2f}':>16}{secs:>9.0f}{mean - base:>+13.2f}")
-
+            without = summary.get("best_dev_f1_without_average")
+            if without is not None:
+                trained.append(without * 100)
+            print(f"{name} seed {seed}: {split} F1 {scores[-1]:.2f}"
+                  f"{'' if without is None else f' ({without * 100:.2f} without the average)'}, {seconds[-1]:.0f} s",
+                  flush=True)
+        if len(trained) == len(scores):  # the same training without the average: its own row, first
+            rows.append((f"{name} (trained weights)", trained, None))
+        rows.append((name, scores, statistics.mean(seconds)))
+    print(f"\n{'row':<28}{split + ' F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>11}{'vs first row':>14}")
+    base = statistics.mean(rows[0][1])
+    for name, scores, secs in rows:
+        mean, spread = statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0
+        span = f"{min(scores):.2f}..{max(scores):.2f}"
+        print(f"{name:<28}{mean:>12.2f}{spread:>7.2f}{span:>16}{'(same run)' if secs is None else f'{secs:.0f}':>11}"
+              f"{mean - base:>+14.2f}")
 
 if __name__ == "__main__":
     main()
