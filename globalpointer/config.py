@@ -94,6 +94,8 @@ class TrainConfig:
                             "model (e.g. 0.999); 0: off")
     layer_lr_decay: float = _opt(1.0, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
                                  "embeddings lowest; 1: every layer at lr")
+    rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
+                              "weighs the symmetric KL between the two passes' span probabilities; 0: off")
 
 
 @dataclass
@@ -324,6 +326,14 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {config.train.ema_decay}")
     if not 0 < config.train.layer_lr_decay <= 1:
         raise ConfigError(f"train.layer_lr_decay must be in (0, 1] (1: off), got {config.train.layer_lr_decay}")
+    if config.train.rdrop_alpha < 0:
+        raise ConfigError(f"train.rdrop_alpha must not be negative (0: off), got {config.train.rdrop_alpha}")
+    if config.train.rdrop_alpha:
+        from .heads import span_head_names
+
+        if config.model.head not in span_head_names():
+            raise ConfigError(f"train.rdrop_alpha needs a span head ({' or '.join(span_head_names())}); "
+                              f"model.head is {config.model.head}")
     if config.train.adversarial_epsilon <= 0:
         raise ConfigError(f"train.adversarial_epsilon must be greater than 0, got {config.train.adversarial_epsilon}")
     if not 0 <= config.model.dropout < 1:

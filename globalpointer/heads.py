@@ -14,7 +14,7 @@ import paddle
 from paddle import nn
 
 from .decode import Threshold, spans_from_hits, threshold_array
-from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
+from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
 from .masks import MASKED_LOGIT, span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
@@ -70,6 +70,10 @@ class _SpanHead(nn.Layer):
         else:
             value = sparse_span_loss(logits, gold, mask)
         return value, count_masked_gold(gold, mask)
+
+    def consistency(self, first: paddle.Tensor, second: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
+        """How far two dropout passes' logits of the same batch disagree (R-Drop)."""
+        return symmetric_kl(first, second, span_mask(token_mask, self.tril_mask))
 
     def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: Threshold) -> List[List[TokenSpan]]:
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)

@@ -347,8 +347,9 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id)
                 paddle.seed(step_seed(train_cfg.seed, progress.global_step * train_cfg.grad_accum_steps + accumulated))
                 inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
-                loss, dropped = forward_backward(trained, model.head, inputs, gold, dtype, scaler, train_cfg.grad_accum_steps)
-                if fgm is not None and fgm.attack():
+                loss, dropped = forward_backward(trained, model.head, inputs, gold, dtype, scaler,
+                                                 train_cfg.grad_accum_steps, train_cfg.rdrop_alpha)
+                if fgm is not None and fgm.attack():  # the loss on moved embeddings: one pass, without R-Drop
                     forward_backward(trained, model.head, inputs, gold, dtype, scaler, train_cfg.grad_accum_steps)
                     fgm.restore()
                 losses.append(loss)
@@ -416,11 +417,22 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
 
 
 def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Optional[str], scaler,
-                     accumulation: int) -> Tuple[float, int]:
-    """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped)."""
+                     accumulation: int, rdrop_alpha: float = 0.0) -> Tuple[float, int]:
+    """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
+    With ``rdrop_alpha`` the batch runs twice in one forward pass (stacked, so each copy gets its
+    own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``."""
+    if rdrop_alpha:
+        inputs = {key: paddle.concat([value, value]) for key, value in inputs.items()}
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
-    loss, dropped = head.loss(logits, gold, inputs["token_mask"])
+    if rdrop_alpha:
+        first, second = paddle.split(logits, 2)
+        token_mask = paddle.split(inputs["token_mask"], 2)[0]
+        loss, dropped = head.loss(first, gold, token_mask)
+        loss = (loss + head.loss(second, gold, token_mask)[0]) / 2 + rdrop_alpha * head.consistency(
+            first, second, token_mask)
+    else:
+        loss, dropped = head.loss(logits, gold, inputs["token_mask"])
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
     return float(loss) * accumulation, dropped

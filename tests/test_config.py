@@ -38,11 +38,13 @@ def test_yaml_then_overrides(tmp_path):
     ("data.max_length=-5", "data.max_length must be greater than 0"),
     ("data.window_overlap=200", "window_overlap"),
     ("model.head_size=63", "even"),
+    ("train.rdrop_alpha=-1", "train.rdrop_alpha must not be negative"),
+    ("model.head=crf_tagger,train.rdrop_alpha=1", "train.rdrop_alpha needs a span head"),
     ("train", "expected KEY=VALUE"),
 ])
 def test_errors_name_the_key(override, message):
     with pytest.raises(ConfigError, match=message):
-        load_config(overrides=[override])
+        load_config(overrides=override.split(","))
 
 
 def test_yaml_syntax_error_has_line_number(tmp_path):

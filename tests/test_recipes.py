@@ -50,6 +50,34 @@ def test_fgm_moves_the_embeddings_by_epsilon_along_the_gradient_and_back():
     assert not FGM(embeddings, 0.5).attack()  # no gradient: nothing moves
 
 
+def test_rdrop_is_the_mean_loss_plus_alpha_times_the_divergence_of_two_dropout_passes():
+    _, model = tiny_model()
+    inputs, gold = tiny_batch()
+    head = model.head
+
+    def loss_and_gradient(alpha):
+        model.clear_gradients()
+        paddle.seed(5)
+        loss, _ = forward_backward(model, head, inputs, gold, None, None, 1, rdrop_alpha=alpha)
+        return loss, head.dense.weight.grad.numpy().copy()
+
+    model.eval()  # no dropout: both copies are the plain pass, so nothing changes
+    plain, plain_gradient = loss_and_gradient(0.0)
+    doubled, doubled_gradient = loss_and_gradient(4.0)
+    assert doubled == pytest.approx(plain, rel=1e-6)
+    np.testing.assert_allclose(doubled_gradient, plain_gradient, rtol=1e-5, atol=1e-7)
+
+    model.train()  # with dropout the copies differ: the loss is their mean loss plus alpha x their divergence
+    paddle.seed(5)
+    stacked = {key: paddle.concat([value, value]) for key, value in inputs.items()}
+    first, second = paddle.split(model(**stacked), 2)
+    divergence = float(head.consistency(first, second, inputs["token_mask"]))
+    mean_loss = (float(head.loss(first, gold, inputs["token_mask"])[0])
+                 + float(head.loss(second, gold, inputs["token_mask"])[0])) / 2
+    assert divergence > 1e-4
+    assert loss_and_gradient(4.0)[0] == pytest.approx(mean_loss + 4.0 * divergence, rel=1e-5)
+
+
 def test_ema_follows_its_formula_and_swaps_exactly():
     _, model = tiny_model()
     ema = EMA(model, decay=0.9)
@@ -99,7 +127,7 @@ def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
     from globalpointer.weights import read_state
 
     config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__ema_decay=0.9,
-                         train__layer_lr_decay=0.8)
+                         train__layer_lr_decay=0.8, train__rdrop_alpha=0.1)
     assert train_main(["--config", config]) == 0
     run = tmp_path / "run"
     summary = json.load(open(run / "summary.json"))
