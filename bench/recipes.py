@@ -80,5 +80,6 @@ def main():
         print(f"{name:<28}{mean:>12.2f}{spread:>7.2f}{span:>16}{'(same run)' if secs is None else f'{secs:.0f}':>11}"
               f"{mean - base:>+14.2f}")
 
+
 if __name__ == "__main__":
     main()

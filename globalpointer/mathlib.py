@@ -9,9 +9,9 @@ value is kept, and ``GLOBALPOINTER_MKL_DISPATCH=0`` turns this off.
 
 Subnormal floats (below 1.2e-38 in float32) turn up in training's gradients, and on Intel CPUs MKL
 multiplies them about 100 times slower than normal ones (a [512, 768] x [768, 2048] matmul: 990 ms
-against 5.8 ms with normal inputs, docs/PERFORMANCE.md).  ``flush_denormals`` makes the CPU read and write them as zero,
-as PyTorch's ``set_flush_denormal`` and TensorFlow's kernels do; ``GLOBALPOINTER_FLUSH_DENORMALS=0``
-turns this off.
+against 5.8 ms with normal inputs, docs/PERFORMANCE.md).  ``flush_denormals`` makes the CPU read and
+write them as zero, as PyTorch's ``set_flush_denormal`` and TensorFlow's kernels do;
+``GLOBALPOINTER_FLUSH_DENORMALS=0`` turns this off.
 """
 import ctypes
 import ctypes.util

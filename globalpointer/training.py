@@ -211,7 +211,7 @@ def _append_metrics(path: str, row: dict) -> None:
         writer = csv.DictWriter(handle, fieldnames=METRICS_COLUMNS)
         if new:
             writer.writeheader()
-        writer.writerow({k: row.get(k) for k in METRICS_COLUMNS})
+        writer.writerow({k: row[k] for k in METRICS_COLUMNS})
 
 
 class RunDirectory:
@@ -421,18 +421,18 @@ def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Op
     """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
     With ``rdrop_alpha`` the batch runs twice in one forward pass (stacked, so each copy gets its
     own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``."""
+    token_mask = inputs["token_mask"]
     if rdrop_alpha:
         inputs = {key: paddle.concat([value, value]) for key, value in inputs.items()}
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
     if rdrop_alpha:
         first, second = paddle.split(logits, 2)
-        token_mask = paddle.split(inputs["token_mask"], 2)[0]
         loss, dropped = head.loss(first, gold, token_mask)
         loss = (loss + head.loss(second, gold, token_mask)[0]) / 2 + rdrop_alpha * head.consistency(
             first, second, token_mask)
     else:
-        loss, dropped = head.loss(logits, gold, inputs["token_mask"])
+        loss, dropped = head.loss(logits, gold, token_mask)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
     return float(loss) * accumulation, dropped
