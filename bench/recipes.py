@@ -6,8 +6,9 @@
 
 The score is the best dev F1, or the test F1 where the config has no dev file (MSRA).
 Each row is a name and comma-separated config overrides added to ``--set``; every (row, seed) is one
-``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, so an interrupted
-comparison continues where it stopped).  Prints one line per run as it finishes, then the table:
+``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, and a stopped one is
+resumed from its last checkpoint, so an interrupted comparison continues where it stopped: stop it with
+SIGTERM to the train.py process, which saves after the current step).  Prints one line per run as it finishes, then the table:
 mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
 A row with EMA also gives the row of its training without the average ("NAME (trained weights)":
 the best dev F1 of the weights the run trained, which are those of the same seed's run without EMA),
@@ -28,10 +29,13 @@ DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0
 def run(config: str, settings, output_dir: str) -> dict:
     summary_path = os.path.join(output_dir, "summary.json")
     if not os.path.exists(summary_path):
-        command = [sys.executable, "train.py", "--config", config, "--overwrite", "--set", f"output_dir={output_dir}"]
+        # a run stopped with SIGINT / SIGTERM (or killed after a checkpoint) continues; anything else restarts
+        resume = os.path.exists(os.path.join(output_dir, "last", "trainer_state.json"))
+        command = [sys.executable, "train.py", "--config", config, "--resume" if resume else "--overwrite",
+                   "--set", f"output_dir={output_dir}"]
         for setting in settings:
             command += ["--set", setting]
-        with open(output_dir + ".log", "w") as log:
+        with open(output_dir + ".log", "a" if resume else "w") as log:
             subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
     with open(summary_path) as handle:
         return json.load(handle)

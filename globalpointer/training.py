@@ -167,28 +167,31 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
 
 
 class StopRequest:
-    """First Ctrl-C: finish the current step, save, exit.  Second: stop at once."""
+    """First Ctrl-C or SIGTERM (what schedulers send before they kill a job): finish the current step,
+    save, exit.  A second one: stop at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.requested = False
-        self.previous = None
+        self.previous = {}
 
     def __enter__(self):
         try:
-            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         except ValueError:  # not the main thread
-            self.previous = None
+            self.previous = {}
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        log.warning("interrupt: saving a checkpoint after this step (Ctrl-C again to quit at once)")
+        log.warning("%s: saving a checkpoint after this step (again to quit at once)", signal.Signals(signum).name)
 
     def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
 
 
 def _keep_metrics_until(path: str, step: int) -> None:

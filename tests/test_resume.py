@@ -71,13 +71,40 @@ def test_same_seed_same_run_and_resume_after_sigkill(tmp_path, recipes):
     assert summaries[0]["best_dev_f1"] == summaries[1]["best_dev_f1"]
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; what schedulers send first
+def test_a_stop_signal_saves_a_checkpoint_and_exits(tmp_path, signum):
     config = config_in(tmp_path / "run", train__epochs=50, train__eval_every=5)
     process = train(config)
     state = tmp_path / "run" / "run" / "last" / "trainer_state.json"
     wait_for_step(state, 5)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     output = process.communicate(timeout=300)[0]
     assert process.returncode == 130, output[-2000:]
     step = json.load(open(state))["global_step"]
     assert f"interrupted at step {step}" in output and "--resume" in output
+
+
+def test_a_stopped_recipes_comparison_resumes_its_run(tmp_path):
+    """bench/recipes.py, stopped with SIGTERM to its train.py, continues that run from its checkpoint
+    (hours of a comparison are not lost between sessions) and then reports it."""
+    import psutil
+
+    config = tiny_config(tmp_path, train__epochs=12, train__eval_every=5)
+    out = tmp_path / "runs"
+    command = [sys.executable, "bench/recipes.py", "--config", config, "--seeds", "1", "--out", str(out),
+               "--row", "plain="]
+    comparison = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_step(out / "plain-s1" / "last" / "trainer_state.json", 5)
+    trainer, = psutil.Process(comparison.pid).children()
+    trainer.send_signal(signal.SIGTERM)
+    assert comparison.wait(timeout=300) != 0
+    stopped_at = json.load(open(out / "plain-s1" / "last" / "trainer_state.json"))["global_step"]
+    assert not (out / "plain-s1" / "summary.json").exists()
+
+    output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert output.returncode == 0, output.stdout[-2000:] + output.stderr[-2000:]
+    log = (out / "plain-s1.log").read_text()
+    assert f"interrupted at step {stopped_at}" in log and f"resumed from {out / 'plain-s1' / 'last'} at step {stopped_at}" in log
+    steps = [int(row["step"]) for row in metrics(out / "plain-s1")]
+    assert steps == sorted(set(steps)) and steps[-1] > stopped_at
+    assert "plain seed 1: dev F1" in output.stdout
