@@ -8,6 +8,7 @@ graph for a checkpoint.  Nothing falls back silently: a backend or device that c
 error saying how to get it.
 """
 import importlib.util
+import json
 import os
 from typing import List, NamedTuple
 
@@ -18,6 +19,7 @@ from .errors import CheckpointError, ConfigError
 from .heads import decode_span_logits
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
+EXPORT_INFO = "export.json"  # what the export's inputs mean
 
 
 def is_export(directory: str) -> bool:
@@ -88,9 +90,23 @@ def paddle_inference_settings(device: str, precision: str, tensorrt: bool) -> Pa
     return PaddleInferenceSettings(int(device.split(":")[1]) if on_gpu else -1, precision == "float16", tensorrt)
 
 
+def export_packs_texts(directory: str) -> bool:
+    """Whether the export reads rows of several texts (its token_mask numbers them, int64; export.json
+    says so).  Exports of earlier versions take a bool token_mask and one text per row."""
+    try:
+        with open(os.path.join(directory, EXPORT_INFO), encoding="utf-8") as handle:
+            return bool(json.load(handle).get("packs_texts"))
+    except FileNotFoundError:
+        return False
+    except (ValueError, AttributeError) as error:
+        raise CheckpointError(f"{directory}/{EXPORT_INFO} is corrupted ({error}); export the checkpoint again") from None
+
+
 class _ExportedModel:
-    def __init__(self, tril_mask: bool):
+    def __init__(self, directory: str, tril_mask: bool):
         self.tril_mask = tril_mask
+        self.packs_texts = export_packs_texts(directory)
+        self.input_dtypes = ["int64", "int64", "int64" if self.packs_texts else "bool"]
 
     def decode(self, logits, token_mask, threshold):
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
@@ -103,7 +119,7 @@ class InferenceModel(_ExportedModel):
                  precision: str = "float32", tensorrt: bool = False):
         from paddle import inference
 
-        super().__init__(tril_mask)
+        super().__init__(directory, tril_mask)
         settings = paddle_inference_settings(device, precision, tensorrt)
         config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
         if settings.gpu_id >= 0:
@@ -129,9 +145,10 @@ class InferenceModel(_ExportedModel):
             raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
-        for name, value in zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask)):
+        inputs = zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask), self.input_dtypes)
+        for name, value, dtype in inputs:
             handle = self.predictor.get_input_handle(name)
-            array = np.ascontiguousarray(value.numpy())
+            array = np.ascontiguousarray(value.numpy().astype(dtype, copy=False))
             handle.reshape(array.shape)
             handle.copy_from_cpu(array)
         self.predictor.run()
@@ -146,7 +163,7 @@ class OnnxModel(_ExportedModel):
                  filename: str = ONNX):
         import onnxruntime as ort
 
-        super().__init__(tril_mask)
+        super().__init__(directory, tril_mask)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -160,5 +177,6 @@ class OnnxModel(_ExportedModel):
         self.input_names = [item.name for item in self.session.get_inputs()]
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
-        feed = {name: value.numpy() for name, value in zip(self.input_names, (input_ids, attention_mask, token_mask))}
+        feed = {name: value.numpy().astype(dtype, copy=False)
+                for name, value, dtype in zip(self.input_names, (input_ids, attention_mask, token_mask), self.input_dtypes)}
         return paddle.to_tensor(self.session.run(None, feed)[0])

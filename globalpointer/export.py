@@ -19,7 +19,7 @@ from typing import List
 import paddle
 from paddle.static import InputSpec
 
-from .backends import ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
+from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
 from .errors import UserError
 from .files import swap_in_directory
 from .heads import HEADS, span_head_names
@@ -29,14 +29,19 @@ from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
 # Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
 INT8_OPS = ("MatMul", "Gather")
 INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/PERFORMANCE.md)
+# attention_mask and token_mask number the texts of a row (masks.py); exports of earlier versions
+# took a bool token_mask and one text per row, and still run that way (backends.export_packs_texts)
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
-              InputSpec([None, None], "bool", "token_mask")]
+              InputSpec([None, None], "int64", "token_mask")]
 
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
-    """The model's forward pass (logits) as a static program + parameters in ``directory``."""
+    """The model's forward pass (logits) as a static program + parameters in ``directory``, and
+    ``export.json``: whether the program reads rows of several texts."""
     static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
     paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
+    with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
+        json.dump({"packs_texts": model.packs_texts}, out)
 
 
 def check_export_target(output: str, checkpoint: str) -> None:

@@ -40,6 +40,8 @@ def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_ma
 
 
 class _SpanHead(nn.Layer):
+    packs_texts = True  # its span mask keeps each text of a row to itself
+
     def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool, loss: str = "sparse"):
         super().__init__()
         self.num_types = num_types

@@ -3,7 +3,7 @@ from typing import Callable, List, Sequence
 
 import paddle
 
-from .data.batching import collate, padding_aware_batches
+from .data.batching import collate_rows, pack_rows, padding_aware_batches, split_row
 from .data.features import TextEncoder, Window, window_entities
 from .decode import Threshold, select_flat
 from .spans import Entity
@@ -17,10 +17,12 @@ class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
     def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
-                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None):
+                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None, row_tokens: int = 0):
         """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
         (outputs, token_mask, threshold) to token spans: the model's head's by default.
-        ``threshold``: one logit, or one per label."""
+        ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
+        ``row_tokens``: windows shorter than this share rows of up to this many tokens, where the
+        model can read several texts in a row (its ``packs_texts``); 0: a row per window."""
         self.model = model
         self.decoder = decoder or model.head.decode
         self.text_encoder = text_encoder
@@ -28,6 +30,7 @@ class Extractor:
         self.flat = decode == "flat"
         self.threshold = threshold
         self.batch_size = batch_size
+        self.row_tokens = row_tokens if getattr(model, "packs_texts", False) else 0
 
     @paddle.no_grad()
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
@@ -39,12 +42,15 @@ class Extractor:
             windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        for indices in padding_aware_batches(lengths, self.batch_size):
-            batch = collate([windows[i] for i in indices], self.text_encoder.pad_id)
-            inputs = model_inputs(batch)
+        rows = pack_rows(lengths, self.row_tokens) if self.row_tokens else [[i] for i in range(len(windows))]
+        row_lengths = [sum(lengths[i] for i in row) for row in rows]
+        for batch_rows in padding_aware_batches(row_lengths, self.batch_size):
+            members = [rows[r] for r in batch_rows]
+            inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members], self.text_encoder.pad_id))
             outputs = self.model(**inputs)
-            for i, spans in zip(indices, self.decoder(outputs, inputs["token_mask"], self.threshold)):
-                entities[windows[i].record_index].extend(window_entities(windows[i], spans, self.labels))
+            for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
+                for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
+                    entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
         if was_training:
             self.model.train()
         if self.flat:

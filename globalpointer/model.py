@@ -6,6 +6,7 @@ and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's ar
 tokenizer files, so that evaluation and prediction need nothing but the directory.  Checkpoints of earlier versions hold a pickled
 ``model_state.pdparams`` instead; it is read as data only (``weights.py``).
 """
+import inspect
 import json
 import math
 import os
@@ -20,6 +21,7 @@ from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_arc
 from .errors import CheckpointError, ConfigError
 from .files import swap_in_directory
 from .heads import build_head
+from .masks import text_attention
 from .linear_autograd import use_training_linear
 from .weights import mismatches, read_state, save_state, summary
 
@@ -36,9 +38,20 @@ class SpanModel(nn.Layer):
         self.encoder = use_training_linear(encoder)
         self.dropout = nn.Dropout(model.dropout)
         self.head = build_head(model, hidden_size, num_types)
+        self.takes_positions = "position_ids" in inspect.signature(encoder.forward).parameters
+
+    @property
+    def packs_texts(self) -> bool:
+        """Whether a row may hold several texts: the encoder must take position ids (to start each
+        text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
+        return self.takes_positions and self.head.packs_texts
 
     def forward(self, input_ids, attention_mask, token_mask):
-        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        """``attention_mask`` and ``token_mask`` number the texts of each row (masks.py): every text
+        of a row is encoded and scored as if it were alone."""
+        bias, position_ids = text_attention(attention_mask)
+        positions = {"position_ids": position_ids} if self.takes_positions else {}
+        output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions)
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
         return self.head(self.dropout(hidden), token_mask)
 

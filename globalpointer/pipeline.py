@@ -62,7 +62,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``python -m globalpointer.export``).
 
-    ``window_batch_size``: windows per forward pass (default ``train.eval_batch_size``)."""
+    ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
+    window, or several short ones up to ``inference.row_tokens``)."""
     from .backends import InferenceModel, OnnxModel, choose_backend, is_export, onnx_file
     from .data.splits import text_encoder_for
     from .inference import Extractor
@@ -99,5 +100,6 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
     extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
-                          threshold, window_batch_size or config.train.eval_batch_size, decoder)
+                          threshold, window_batch_size or config.train.eval_batch_size, decoder,
+                          config.inference.row_tokens)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

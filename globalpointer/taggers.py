@@ -53,6 +53,8 @@ def tags_to_token_spans(tags: List[int], probabilities: np.ndarray, offset: int 
 
 
 class TokenTagger(nn.Layer):
+    packs_texts = False  # one text per row: tags (and a CRF's transitions) would run across texts
+
     def __init__(self, hidden_size: int, num_types: int, crf: bool = False):
         super().__init__()
         self.num_types = num_types

@@ -1,9 +1,10 @@
-"""Windows -> padded numpy batches, grouped by length so little of a batch is padding."""
+"""Windows -> padded numpy batches, grouped by length (and short windows packed into shared rows)
+so that little of a batch is padding."""
 from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ..spans import CLS_POSITIONS
+from ..spans import CLS_POSITIONS, TokenSpan
 from .features import Window
 
 # What one forward pass costs beyond its tokens, in padded tokens: measured on 2 cores (Intel Xeon,
@@ -60,21 +61,60 @@ def padding_aware_batches(lengths: Sequence[int], max_batch: int,
     return batches[::-1]
 
 
+def pack_rows(lengths: Sequence[int], row_tokens: int) -> List[List[int]]:
+    """Windows (by index) into rows of at most ``row_tokens`` tokens, first fit, longest first; a
+    window longer than that has a row to itself.  Every window is in exactly one row."""
+    rows: List[List[int]] = []
+    room: List[int] = []  # tokens still free in each row
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        row = next((r for r, free in enumerate(room) if free >= lengths[index]), None)
+        if row is None:
+            rows.append([index])
+            room.append(row_tokens - lengths[index])
+        else:
+            rows[row].append(index)
+            room[row] -= lengths[index]
+    return rows
+
+
+def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.ndarray]:
+    """Rows of one or more windows, side by side, padded to the longest row: ``input_ids`` [B, L];
+    ``attention_mask`` [B, L] the number of each token's window in its row (1, 2, ...; 0 on
+    padding); ``token_mask`` [B, L] the same on text tokens only (0 on [CLS], [SEP] and padding).
+    The model reads every window of a row as if it were alone (masks.text_attention)."""
+    length = max(sum(len(w.input_ids) for w in row) for row in rows)
+    input_ids = np.full((len(rows), length), pad_id, dtype="int64")
+    attention_mask = np.zeros((len(rows), length), dtype="int64")
+    token_mask = np.zeros((len(rows), length), dtype="int64")
+    for i, row in enumerate(rows):
+        start = 0
+        for number, window in enumerate(row, 1):
+            stop = start + len(window.input_ids)
+            input_ids[i, start:stop] = window.input_ids
+            attention_mask[i, start:stop] = number
+            token_mask[i, start + CLS_POSITIONS:stop - 1] = number  # not [CLS], not [SEP]
+            start = stop
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask}
+
+
 def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:
-    """``input_ids``/``attention_mask`` [B, L]; ``token_mask`` [B, L] True on text tokens only;
-    ``gold`` [B, G, 3] (type, start, end) padded with -1: heads build their own targets from it."""
-    length = max(len(w.input_ids) for w in windows)
-    batch = len(windows)
-    input_ids = np.full((batch, length), pad_id, dtype="int64")
-    attention_mask = np.zeros((batch, length), dtype="int64")
-    token_mask = np.zeros((batch, length), dtype=bool)
-    max_gold = max(len(w.gold) for w in windows)
-    gold = np.full((batch, max_gold, 3), -1, dtype="int64")
+    """One window per row (``collate_rows``), and ``gold`` [B, G, 3] (type, start, end) padded with
+    -1: heads build their own targets from it."""
+    batch = collate_rows([[window] for window in windows], pad_id)
+    gold = np.full((len(windows), max(len(w.gold) for w in windows), 3), -1, dtype="int64")
     for i, window in enumerate(windows):
-        n = len(window.input_ids)
-        input_ids[i, :n] = window.input_ids
-        attention_mask[i, :n] = 1
-        token_mask[i, CLS_POSITIONS:n - 1] = True  # not [CLS], not [SEP]
         if window.gold:
             gold[i, :len(window.gold)] = [(span.type, span.start, span.end) for span in window.gold]
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask, "gold": gold}
+    return {**batch, "gold": gold}
+
+
+def split_row(spans: Sequence[TokenSpan], window_lengths: Sequence[int]) -> List[List[TokenSpan]]:
+    """A row's decoded spans -> the spans of each of its windows, over that window's input positions
+    (a span never crosses windows: the span mask keeps it inside its text)."""
+    starts = np.cumsum([0] + list(window_lengths))
+    found: List[List[TokenSpan]] = [[] for _ in window_lengths]
+    for span in spans:
+        window = int(np.searchsorted(starts, span.start, side="right")) - 1
+        shift = int(starts[window])
+        found[window].append(span._replace(start=span.start - shift, end=span.end - shift))
+    return found
