@@ -1,12 +1,13 @@
-"""Prediction with short texts side by side in shared rows (``inference.row_tokens``), against a row per text.
+"""Prediction with short texts side by side in shared rows (``inference.pack_texts``), against a row per text.
 
-    python bench/packed_rows.py --model RUN/best|EXPORT [--backend auto] [--row-tokens 0,64,128,256]
-        [--calls 16,512] [--texts 1024] [--repeats 3]
+    python bench/packed_rows.py --model RUN/best|EXPORT [--backend auto] [--calls 16,512] [--texts 1024]
+        [--repeats 3]
 
 For each call size (texts per ``pipe`` call: 16 as the service's micro-batches of 16 one-text clients
-make them, 512 as predict.py's chunks) and each ``row_tokens``, CLUENER dev texts are predicted in
-calls of that size, every setting timed in turns.  ``padding`` is the share of the token slots of
-the forward passes that hold no token; ``vs 0`` is the setting's texts/s over a row per text's.
+make them, 512 as predict.py's chunks), CLUENER dev texts are predicted in calls of that size with
+and without shared rows, timed in turns.  ``padding`` is the share of the token slots of the forward
+passes that hold no token, ``forward passes`` how many there were; ``ratio`` is texts/s with shared
+rows over texts/s without.
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
 """
 import argparse
@@ -18,34 +19,34 @@ from globalpointer.data.batching import pack_rows, padding_aware_batches
 from machine import gemm_rates
 
 
-def padding_share(ner, texts, call: int) -> float:
-    """Of the token slots of every forward pass, the share that is padding, as ``Extractor.extract`` batches."""
-    extractor, slots, tokens = ner.extractor, 0, 0
+def batch_shapes(ner, texts, call: int):
+    """(share of the forward passes' token slots that is padding, forward passes), as ``Extractor.extract`` batches."""
+    extractor, slots, tokens, passes = ner.extractor, 0, 0, 0
     for start in range(0, len(texts), call):
         windows = [w for i, text in enumerate(texts[start:start + call])
                    for w in extractor.text_encoder.windows(i, extractor.text_encoder.tokenize(text))]
         lengths = [len(w.input_ids) for w in windows]
-        rows = pack_rows(lengths, extractor.row_tokens) if extractor.row_tokens else [[i] for i in range(len(lengths))]
+        rows = pack_rows(lengths, max(lengths)) if extractor.pack_texts else [[i] for i in range(len(lengths))]
         row_lengths = [sum(lengths[i] for i in row) for row in rows]
         for batch in padding_aware_batches(row_lengths, extractor.batch_size):
             slots += len(batch) * max(row_lengths[r] for r in batch)
+            passes += 1
         tokens += sum(lengths)
-    return 1 - tokens / slots
+    return 1 - tokens / slots, passes
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a checkpoint (RUN/best) or an export")
     parser.add_argument("--backend", default="auto")
-    parser.add_argument("--row-tokens", default="0,64,128,256")
     parser.add_argument("--calls", default="16,512", help="texts per pipe call")
     parser.add_argument("--texts", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
-    models = {int(n): globalpointer.load(args.model, backend=args.backend, inference__row_tokens=int(n))
-              for n in args.row_tokens.split(",")}
+    models = {packed: globalpointer.load(args.model, backend=args.backend, inference__pack_texts=packed)
+              for packed in (False, True)}
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads
     first = next(iter(models.values()))
     print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s; "
@@ -60,12 +61,13 @@ def main():
 
     rows = Rows()
     for call in (int(c) for c in args.calls.split(",")):
-        seconds = interleaved_medians({n: predict(ner, call) for n, ner in models.items()}, args.repeats, warmup=1)
-        base = seconds.get(0)
-        for n, ner in models.items():
-            rows.add({"texts per call": call, "row_tokens": n, "texts/s": f"{len(texts) / seconds[n]:.1f}",
-                      "padding": f"{padding_share(ner, texts, call):.1%}",
-                      "vs 0": "-" if base is None else f"{base / seconds[n]:.2f}"})
+        seconds = interleaved_medians({packed: predict(ner, call) for packed, ner in models.items()}, args.repeats,
+                                      warmup=1)
+        for packed, ner in models.items():
+            padding, passes = batch_shapes(ner, texts, call)
+            rows.add({"texts per call": call, "shared rows": "yes" if packed else "no",
+                      "texts/s": f"{len(texts) / seconds[packed]:.1f}", "padding": f"{padding:.1%}",
+                      "forward passes": passes, "ratio": f"{seconds[False] / seconds[packed]:.2f}"})
     rows.finish()
 
 

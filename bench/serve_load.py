@@ -101,12 +101,12 @@ def main():
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for the service, e.g. --set serve.batch_wait_ms=10")
+                        help="a config override for the service and predict.py's path, e.g. --set serve.batch_wait_ms=10")
     args = parser.parse_args()
 
     print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
     texts = cluener_texts(args.requests)
-    ner = globalpointer.load(args.model, backend=args.backend)
+    ner = globalpointer.load(args.model, args.set, backend=args.backend)
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads
     print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s")
     ner.pipe(texts[:64], batch_size=512)  # warm up

@@ -75,7 +75,7 @@ class TrainConfig:
     epochs: int = _opt(3, "passes over the training data")
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation")
     eval_batch_size: int = _opt(64, "rows per forward pass in evaluation and prediction (a row: one window, or "
-                                    "several short ones, inference.row_tokens)")
+                                    "several short ones, inference.pack_texts)")
     lr: float = _opt(5e-5, "peak learning rate of the encoder")
     head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)")
     warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0")
@@ -107,8 +107,9 @@ class InferenceConfig:
     precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: model.int8.onnx of an "
                           "export made with --quantize int8, on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
-    row_tokens: int = _opt(128, "evaluation and prediction put short windows side by side in rows of up to this "
-                                "many tokens, each text still read alone (less padding); 0: a row per window")
+    pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
+                                  "the longest window of the call, each still read alone: fewer forward passes, less "
+                                  "padding (false: a row per window)")
 
 
 @dataclass
@@ -312,8 +313,7 @@ def validate(config: RunConfig) -> None:
                     "train.eval_every": config.train.eval_every, "train.patience": config.train.patience,
                     "cpu_threads": config.cpu_threads, "serve.port": config.serve.port,
                     "serve.batch_wait_ms": config.serve.batch_wait_ms,
-                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s,
-                    "inference.row_tokens": config.inference.row_tokens}
+                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s}
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key} must not be negative, got {value}")

@@ -17,12 +17,13 @@ class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
     def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
-                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None, row_tokens: int = 0):
+                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None, pack_texts: bool = False):
         """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
         (outputs, token_mask, threshold) to token spans: the model's head's by default.
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
-        ``row_tokens``: windows shorter than this share rows of up to this many tokens, where the
-        model can read several texts in a row (its ``packs_texts``); 0: a row per window."""
+        ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
+        costs more than in a batch without sharing), where the model can read several texts in a row
+        (its ``packs_texts``); otherwise a row per window."""
         self.model = model
         self.decoder = decoder or model.head.decode
         self.text_encoder = text_encoder
@@ -30,7 +31,7 @@ class Extractor:
         self.flat = decode == "flat"
         self.threshold = threshold
         self.batch_size = batch_size
-        self.row_tokens = row_tokens if getattr(model, "packs_texts", False) else 0
+        self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
 
     @paddle.no_grad()
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
@@ -42,7 +43,7 @@ class Extractor:
             windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        rows = pack_rows(lengths, self.row_tokens) if self.row_tokens else [[i] for i in range(len(windows))]
+        rows = pack_rows(lengths, max(lengths, default=0)) if self.pack_texts else [[i] for i in range(len(windows))]
         row_lengths = [sum(lengths[i] for i in row) for row in rows]
         for batch_rows in padding_aware_batches(row_lengths, self.batch_size):
             members = [rows[r] for r in batch_rows]

@@ -63,7 +63,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``python -m globalpointer.export``).
 
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
-    window, or several short ones up to ``inference.row_tokens``)."""
+    window, or several short ones with ``inference.pack_texts``)."""
     from .backends import InferenceModel, OnnxModel, choose_backend, is_export, onnx_file
     from .data.splits import text_encoder_for
     from .inference import Extractor
@@ -101,5 +101,5 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
                  config.model.threshold)
     extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
                           threshold, window_batch_size or config.train.eval_batch_size, decoder,
-                          config.inference.row_tokens)
+                          config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

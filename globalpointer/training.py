@@ -330,7 +330,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
         remove_run_files(run.path)
     run.start(progress)
     extractor = Extractor(model, text_encoder, labels, config.model.decode, config.model.threshold,
-                          train_cfg.eval_batch_size, row_tokens=config.inference.row_tokens)
+                          train_cfg.eval_batch_size, pack_texts=config.inference.pack_texts)
 
     model.train()
     bar = tqdm(total=total_steps, initial=progress.global_step, desc="train", unit="step",

@@ -100,17 +100,21 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
             export_checkpoint(str(trained / "run" / "best"), model, onnx=True)
     texts = [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")]
     packed = globalpointer.load(model, backend=backend)
-    assert packed.extractor.row_tokens == 128
-    rows_seen = []
+    assert packed.extractor.pack_texts
+    texts_per_row, row_lengths = [], []
     call = packed.extractor.model.__call__
 
     def counting(**inputs):
-        rows_seen.append(int(inputs["attention_mask"].numpy().max()))
+        texts_per_row.append(int(inputs["attention_mask"].numpy().max()))
+        row_lengths.append(inputs["input_ids"].shape[1])
         return call(**inputs)
     packed.extractor.model = type("Counted", (), {"__call__": staticmethod(counting), "packs_texts": True})()
-    one_per_row = globalpointer.load(model, backend=backend, inference__row_tokens=0)
+    one_per_row = globalpointer.load(model, backend=backend, inference__pack_texts=False)
     with_packing, without = list(packed.pipe(texts)), list(one_per_row.pipe(texts))
-    assert max(rows_seen) > 2  # rows did hold several texts
+    assert max(texts_per_row) > 1  # rows did hold several texts
+    longest = max(len(w.input_ids) for i, text in enumerate(texts) for w in
+                  packed.extractor.text_encoder.windows(i, packed.extractor.text_encoder.tokenize(text)))
+    assert max(row_lengths) == longest  # and none is longer than a row of one text
     assert [[(e["start"], e["end"], e["type"]) for e in found] for found in with_packing] == \
         [[(e["start"], e["end"], e["type"]) for e in found] for found in without]
     assert sum(map(len, without)) > 0
@@ -144,7 +148,7 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
             shutil.copy(checkpoint / name, tmp_path / "earlier")
     assert not (tmp_path / "earlier" / EXPORT_INFO).exists()
     earlier = globalpointer.load(str(tmp_path / "earlier"), backend="paddle-inference")
-    assert not earlier.extractor.model.packs_texts and earlier.extractor.row_tokens == 0
+    assert not earlier.extractor.model.packs_texts and not earlier.extractor.pack_texts
     texts = [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")]
     dynamic = globalpointer.load(str(checkpoint), backend="dynamic")
     assert [[(e["start"], e["end"], e["type"]) for e in found] for found in earlier.pipe(texts)] == \
