@@ -21,8 +21,8 @@ from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_arc
 from .errors import CheckpointError, ConfigError
 from .files import swap_in_directory
 from .heads import build_head
-from .masks import text_attention
 from .linear_autograd import use_training_linear
+from .masks import text_attention
 from .weights import mismatches, read_state, save_state, summary
 
 WEIGHTS = "model.safetensors"
