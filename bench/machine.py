@@ -59,7 +59,7 @@ def main():
     parser.add_argument("--model", required=True, help="a trained checkpoint (RUN/best)")
     parser.add_argument("--export", required=True, help="its export with model.onnx (and model.int8.onnx)")
     parser.add_argument("--texts", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=64, help="windows per forward pass in prediction")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per forward pass in prediction")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-steps", type=int, default=8, help="timed optimizer steps per repeat")
     args = parser.parse_args()

@@ -35,7 +35,7 @@ def main():
     ner = globalpointer.load(args.model, backend=args.backend)
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads
     print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s; "
-          f"{ner.backend} backend, at most {ner.extractor.batch_size} windows per forward pass")
+          f"{ner.backend} backend, at most {ner.extractor.batch_size} rows per forward pass")
     texts = cluener_texts(args.texts)
 
     def predict_with(batching, call):

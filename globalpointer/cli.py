@@ -83,7 +83,8 @@ def inference_arguments(parser):
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
     parser.add_argument("--batch-size", type=_positive_int, default=0,
-                        help="windows per batch (default: train.eval_batch_size)")
+                        help="rows per forward pass (a row: one window, or several short ones; "
+                             "default: train.eval_batch_size)")
     parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
 
 
