@@ -82,7 +82,7 @@ def span_model(encoder_name: str, head: str, num_types: int, loss: str = "sparse
 
 def real_batches(encoder, texts: List[str], batch_size: int, max_length: int = 128):
     text_encoder = TextEncoder(encoder.tokenizer, "char", max_length, 32)
-    windows = [w for i, t in enumerate(texts) for w in text_encoder.windows(i, text_encoder.tokenize(t))]
+    windows = text_encoder.text_windows(texts)
     return [model_inputs(collate(windows[i:i + batch_size], text_encoder.pad_id))
             for i in range(0, len(windows), batch_size)], text_encoder
 

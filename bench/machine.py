@@ -73,7 +73,7 @@ def main():
 
     texts = cluener_texts(args.texts)
     encoder = ours.extractor.text_encoder
-    lengths = [len(w.input_ids) for i, t in enumerate(texts) for w in encoder.windows(i, encoder.tokenize(t))]
+    lengths = [len(w.input_ids) for w in encoder.text_windows(texts)]
     tokens, mean_length = sum(lengths), statistics.mean(lengths)
     model = ours.extractor.model
     flops = forward_flops_per_token(model.encoder.config, model.head, len(ours.labels), mean_length)

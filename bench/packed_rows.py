@@ -15,7 +15,7 @@ import os
 
 from common import Rows, cluener_texts, interleaved_medians
 import globalpointer
-from globalpointer.data.batching import pack_rows, padding_aware_batches
+from globalpointer.data.batching import prediction_batches
 from machine import gemm_rates
 
 
@@ -23,13 +23,9 @@ def batch_shapes(ner, texts, call: int):
     """(share of the forward passes' token slots that is padding, forward passes), as ``Extractor.extract`` batches."""
     extractor, slots, tokens, passes = ner.extractor, 0, 0, 0
     for start in range(0, len(texts), call):
-        windows = [w for i, text in enumerate(texts[start:start + call])
-                   for w in extractor.text_encoder.windows(i, extractor.text_encoder.tokenize(text))]
-        lengths = [len(w.input_ids) for w in windows]
-        rows = pack_rows(lengths, max(lengths)) if extractor.pack_texts else [[i] for i in range(len(lengths))]
-        row_lengths = [sum(lengths[i] for i in row) for row in rows]
-        for batch in padding_aware_batches(row_lengths, extractor.batch_size):
-            slots += len(batch) * max(row_lengths[r] for r in batch)
+        lengths = [len(w.input_ids) for w in extractor.text_encoder.text_windows(texts[start:start + call])]
+        for batch in prediction_batches(lengths, extractor.batch_size, extractor.pack_texts):
+            slots += len(batch) * max(sum(lengths[i] for i in row) for row in batch)
             passes += 1
         tokens += sum(lengths)
     return 1 - tokens / slots, passes

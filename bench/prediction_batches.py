@@ -13,7 +13,7 @@ import os
 
 from common import Rows, cluener_texts, interleaved_medians
 import globalpointer
-import globalpointer.inference
+import globalpointer.data.batching
 from globalpointer.data.batching import length_grouped_batches, padding_aware_batches
 from machine import gemm_rates
 
@@ -40,7 +40,7 @@ def main():
 
     def predict_with(batching, call):
         def run():
-            globalpointer.inference.padding_aware_batches = batching  # the name Extractor.extract calls
+            globalpointer.data.batching.padding_aware_batches = batching  # the name prediction_batches calls
             for start in range(0, len(texts), call):
                 list(ner.pipe(texts[start:start + call], batch_size=call))
         return run
@@ -52,7 +52,7 @@ def main():
         rows.add({"texts per call": call, "padding-aware texts/s": f"{len(texts) / seconds['padding-aware']:.1f}",
                   "fixed chunks texts/s": f"{len(texts) / seconds['fixed']:.1f}",
                   "ratio": f"{seconds['fixed'] / seconds['padding-aware']:.2f}"})
-    globalpointer.inference.padding_aware_batches = padding_aware_batches
+    globalpointer.data.batching.padding_aware_batches = padding_aware_batches
     rows.finish()
 
 

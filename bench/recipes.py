@@ -7,8 +7,9 @@
 The score is the best dev F1, or the test F1 where the config has no dev file (MSRA).
 Each row is a name and comma-separated config overrides added to ``--set``; every (row, seed) is one
 ``train.py`` run into OUT/ROW-sSEED (a finished run is read, not retrained, and a stopped one is
-resumed from its last checkpoint, so an interrupted comparison continues where it stopped: stop it with
-SIGTERM to the train.py process, which saves after the current step).  Prints one line per run as it finishes, then the table:
+resumed from its last checkpoint, so an interrupted comparison continues where it stopped: stop it
+with SIGTERM to the train.py process, which saves after the current step).  Prints one line per run
+as it finishes, then the table:
 mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
 A row with EMA also gives the row of its training without the average ("NAME (trained weights)":
 the best dev F1 of the weights the run trained, which are those of the same seed's run without EMA),
@@ -22,6 +23,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from globalpointer.training import TRAINER_STATE  # noqa: E402
 DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0.999",
                 "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
 
@@ -30,7 +33,7 @@ def run(config: str, settings, output_dir: str) -> dict:
     summary_path = os.path.join(output_dir, "summary.json")
     if not os.path.exists(summary_path):
         # a run stopped with SIGINT / SIGTERM (or killed after a checkpoint) continues; anything else restarts
-        resume = os.path.exists(os.path.join(output_dir, "last", "trainer_state.json"))
+        resume = os.path.exists(os.path.join(output_dir, "last", TRAINER_STATE))
         command = [sys.executable, "train.py", "--config", config, "--resume" if resume else "--overwrite",
                    "--set", f"output_dir={output_dir}"]
         for setting in settings:

@@ -101,7 +101,8 @@ def main():
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for the service and predict.py's path, e.g. --set serve.batch_wait_ms=10")
+                        help="a config override for the service and predict.py's path, "
+                             "e.g. --set serve.batch_wait_ms=10")
     args = parser.parse_args()
 
     print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")

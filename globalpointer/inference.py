@@ -3,8 +3,8 @@ from typing import Callable, List, Sequence
 
 import paddle
 
-from .data.batching import collate_rows, pack_rows, padding_aware_batches, split_row
-from .data.features import TextEncoder, Window, window_entities
+from .data.batching import collate_rows, prediction_batches, split_row
+from .data.features import TextEncoder, window_entities
 from .decode import Threshold, select_flat
 from .spans import Entity
 
@@ -38,15 +38,10 @@ class Extractor:
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
-        windows: List[Window] = []
-        for index, text in enumerate(texts):
-            windows.extend(self.text_encoder.windows(index, self.text_encoder.tokenize(text)))
+        windows = self.text_encoder.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        rows = pack_rows(lengths, max(lengths, default=0)) if self.pack_texts else [[i] for i in range(len(windows))]
-        row_lengths = [sum(lengths[i] for i in row) for row in rows]
-        for batch_rows in padding_aware_batches(row_lengths, self.batch_size):
-            members = [rows[r] for r in batch_rows]
+        for members in prediction_batches(lengths, self.batch_size, self.pack_texts):
             inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members], self.text_encoder.pad_id))
             outputs = self.model(**inputs)
             for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):

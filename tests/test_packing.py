@@ -71,8 +71,7 @@ def test_a_row_of_three_texts_scores_each_text_as_if_it_were_alone(head):
     model.eval()
     assert model.packs_texts
     text_encoder = TextEncoder(encoder.tokenizer, "char", 32, 8)
-    windows = [w for i, text in enumerate(["北京欢迎你", "张三在上海读书", "好"])
-               for w in text_encoder.windows(i, text_encoder.tokenize(text))]
+    windows = text_encoder.text_windows(["北京欢迎你", "张三在上海读书", "好"])
     alone = model(**model_inputs(collate(windows, text_encoder.pad_id))).numpy()
     packed_inputs = model_inputs(collate_rows([windows], text_encoder.pad_id))
     packed = model(**packed_inputs).numpy()
@@ -112,8 +111,7 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
     one_per_row = globalpointer.load(model, backend=backend, inference__pack_texts=False)
     with_packing, without = list(packed.pipe(texts)), list(one_per_row.pipe(texts))
     assert max(texts_per_row) > 1  # rows did hold several texts
-    longest = max(len(w.input_ids) for i, text in enumerate(texts) for w in
-                  packed.extractor.text_encoder.windows(i, packed.extractor.text_encoder.tokenize(text)))
+    longest = max(len(w.input_ids) for w in packed.extractor.text_encoder.text_windows(texts))
     assert max(row_lengths) == longest  # and none is longer than a row of one text
     assert [[(e["start"], e["end"], e["type"]) for e in found] for found in with_packing] == \
         [[(e["start"], e["end"], e["type"]) for e in found] for found in without]

@@ -77,6 +77,15 @@ def pack_rows(lengths: Sequence[int], row_tokens: int) -> List[List[int]]:
     return rows
 
 
+def prediction_batches(lengths: Sequence[int], max_rows: int, pack_texts: bool) -> List[List[List[int]]]:
+    """The forward passes of one prediction call: each a list of rows, each row the indices of the
+    windows side by side in it.  With ``pack_texts`` short windows share rows no longer than the
+    longest window (``pack_rows``), else a row per window; rows are batched by ``padding_aware_batches``."""
+    rows = pack_rows(lengths, max(lengths, default=0)) if pack_texts else [[i] for i in range(len(lengths))]
+    row_lengths = [sum(lengths[i] for i in row) for row in rows]
+    return [[rows[r] for r in batch] for batch in padding_aware_batches(row_lengths, max_rows)]
+
+
 def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.ndarray]:
     """Rows of one or more windows, side by side, padded to the longest row: ``input_ids`` [B, L];
     ``attention_mask`` [B, L] the number of each token's window in its row (1, 2, ...; 0 on

@@ -128,6 +128,10 @@ class TextEncoder:
                               tokens.offsets[start:end], (own_from - start, own_to - start), gold))
         return out
 
+    def text_windows(self, texts: Sequence[str]) -> List[Window]:
+        """Every window of every text, without gold; ``record_index`` is the text's position."""
+        return [window for index, text in enumerate(texts) for window in self.windows(index, self.tokenize(text))]
+
     def align(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
               report: AlignmentReport) -> List[TokenSpan]:
         """Gold character spans -> spans over the text's tokens."""
