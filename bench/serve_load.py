@@ -9,7 +9,8 @@ latency and errors.  The reference is predict.py's path in this process (``globa
 the same backend, texts predicted in chunks of 512 lines as predict.py reads them), timed while the
 service is idle; the ratio column is the service's texts/s over it (target at 16 clients: >= 0.8).
 The clients run in this process on the same cores as the service: "client CPU %" is their share of
-one core over the load.
+one core over the load.  The service runs as configured (``serve.workers``: one process per core by
+default; ``--set serve.workers=1`` for one process on every core).
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
 """
 import argparse
@@ -17,6 +18,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import statistics
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
+from typing import Tuple
 
 from common import Rows, cluener_texts
 from machine import gemm_rates
@@ -33,7 +35,9 @@ import globalpointer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_service(model: str, backend: str, port: int, log_path: str, settings) -> subprocess.Popen:
+def start_service(model: str, backend: str, port: int, log_path: str, settings) -> Tuple[subprocess.Popen, int]:
+    """The service and its number of worker processes, once every worker answers (a worker still
+    loading its model when the load starts would leave the others every connection)."""
     log = open(log_path, "w")
     overrides = [item for setting in settings for item in ("--set", setting)]
     process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", os.path.abspath(model),
@@ -43,11 +47,12 @@ def start_service(model: str, backend: str, port: int, log_path: str, settings) 
     while time.time() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"the service exited; see {log_path}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                return process
-        except OSError:
-            time.sleep(0.3)
+        with open(log_path) as written:
+            text = written.read()
+        workers = re.search(r"(\d+) worker process", text)
+        if workers and text.count("Application startup complete") >= int(workers.group(1)):
+            return process, int(workers.group(1))
+        time.sleep(0.3)
     process.kill()
     raise SystemExit(f"the service did not start within 180 s; see {log_path}")
 
@@ -125,7 +130,8 @@ def main():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_load_{port}.log")
-    service = start_service(args.model, args.backend, port, log_path, args.set)
+    service, workers = start_service(args.model, args.backend, port, log_path, args.set)
+    print(f"service: {workers} worker process(es)")
     rows = Rows()
     try:
         load(port, texts[:32], 4)  # warm up

@@ -14,7 +14,7 @@ from .predictor import OUTPUT_FORMATS
 log = logging.getLogger("globalpointer")
 
 
-def _setup_logging() -> None:
+def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
 
 
@@ -27,7 +27,7 @@ def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) ->
 
 def run_command(main, argv: Optional[List[str]]) -> int:
     """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130."""
-    _setup_logging()
+    setup_logging()
     try:
         return main(argv)
     except UserError as error:

@@ -122,6 +122,10 @@ class ServeConfig:
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
     batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call")
     shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish")
+    workers: int = _opt(0, "service processes, each with its own copy of the model (about 0.7 GB) and "
+                           "micro-batcher, the CPU's cores shared between them (cpu_threads: 0); 0: one per core "
+                           "on the CPU (most texts/s from concurrent clients), 1 on a GPU; 1: a lone request "
+                           "gets every core (lowest latency when requests come one at a time)")
 
 
 @dataclass
@@ -133,7 +137,8 @@ class RunConfig:
     serve: ServeConfig = field(default_factory=ServeConfig, metadata={"help": "HTTP service (python -m globalpointer.serve)"})
     device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
                        ("auto", "cpu", "gpu"))
-    cpu_threads: int = _opt(0, "math threads on CPU (0: all cores, shared between data-parallel processes)")
+    cpu_threads: int = _opt(0, "math threads on CPU per process (0: all cores, shared between data-parallel "
+                               "processes and between service workers)")
     output_dir: str = _opt("runs/default", "run directory: checkpoints, resolved config, metrics")
 
 
@@ -313,7 +318,7 @@ def validate(config: RunConfig) -> None:
                     "train.eval_every": config.train.eval_every, "train.patience": config.train.patience,
                     "cpu_threads": config.cpu_threads, "serve.port": config.serve.port,
                     "serve.batch_wait_ms": config.serve.batch_wait_ms,
-                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s}
+                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s, "serve.workers": config.serve.workers}
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key} must not be negative, got {value}")

@@ -58,26 +58,44 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
     return list(overrides or []) + keyword_items
 
 
+def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
+    """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
+    from .backends import is_export
+    from .model import check_checkpoint_files, load_metadata, resolve_checkpoint
+
+    settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
+    if is_export(model):
+        directory = model
+    else:
+        directory = resolve_checkpoint(model)
+        check_checkpoint_files(directory)
+    return (directory, *load_metadata(directory, settings))
+
+
+def inference_config(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
+                     **keyword_overrides) -> RunConfig:
+    """The config ``load`` would build the model with, checked as ``load`` checks it (files, overrides,
+    backend), without building the model: what a process that starts others needs to know."""
+    from .backends import choose_backend
+
+    directory, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
+    choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+    return config
+
+
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``python -m globalpointer.export``).
 
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from .backends import InferenceModel, OnnxModel, choose_backend, is_export, onnx_file
+    from .backends import InferenceModel, OnnxModel, choose_backend, onnx_file
     from .data.splits import text_encoder_for
     from .inference import Extractor
-    from .model import (THRESHOLDS, build_from_checkpoint, check_checkpoint_files, load_metadata, read_thresholds,
-                        resolve_checkpoint)
+    from .model import THRESHOLDS, build_from_checkpoint, read_thresholds
     from .runtime import cpu_thread_count, setup_runtime
 
-    settings = _overrides(overrides, keyword_overrides) + ([f"inference.backend={backend}"] if backend else [])
-    if is_export(model):
-        directory = model
-    else:
-        directory = resolve_checkpoint(model)
-        check_checkpoint_files(directory)
-    config, record, tokenizer = load_metadata(directory, settings)
+    directory, config, record, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
     labels = record.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
     chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)

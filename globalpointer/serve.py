@@ -7,12 +7,17 @@ Concurrent requests are micro-batched: one worker thread owns the model, takes e
 than its last call had, and predicts them in one call, so many small requests share forward passes.  Limits (``serve.max_texts``,
 ``serve.max_text_chars``, ``serve.max_body_bytes``) are answered with 413, malformed requests with
 422, each with a message; SIGTERM stops accepting and lets requests in flight finish.
+``serve.workers`` processes (default: one per CPU core, each on one core) share the port, each with
+its own model and micro-batcher: on the CPU, single-core processes predict the small batches of
+concurrent clients faster than one process on every core (docs/PERFORMANCE.md).
 """
 import argparse
 import asyncio
 import json
 import logging
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -214,22 +219,79 @@ def create_app(ner, limits: ServeConfig):
     return BodyLimit(app, limits.max_body_bytes)
 
 
+WORKER_ARGS = "GLOBALPOINTER_SERVE_WORKER"  # the environment variable that hands a worker its arguments
+
+
+def worker_count(requested: int, on_gpu: bool, cores: int) -> int:
+    """``serve.workers``, 0 resolved: one process per core on the CPU (a process on one core
+    predicts small batches more efficiently than one process on several), one on a GPU (the
+    micro-batcher keeps it busy)."""
+    if requested:
+        return requested
+    return 1 if on_gpu else cores
+
+
+def worker_app():
+    """The application of one worker process (uvicorn's factory): the model loaded with the arguments
+    the parent process checked."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    from .cli import load_for_inference, setup_logging
+    from .errors import UserError
+
+    setup_logging()
+    # Importing paddle replaces uvicorn's graceful shutdown with an abort: uvicorn's handlers are put
+    # back (a stop while the model loads still aborts this worker, which serves nothing yet).
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        ner = load_for_inference(argparse.Namespace(**json.loads(os.environ[WORKER_ARGS])))
+    except UserError as error:  # the same in every worker: the supervisor stops instead of restarting it
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(STARTUP_FAILURE)
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
+    return create_app(ner, ner.config.serve)
+
+
 def _serve(argv) -> int:
     from .cli import inference_arguments, load_for_inference
+    from .errors import UserError
+    from .pipeline import inference_config
+    from .runtime import choose_device, cpu_thread_count
 
     parser = argparse.ArgumentParser(prog="python -m globalpointer.serve", description=__doc__.split("\n")[0])
     inference_arguments(parser)
     parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
+    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
     args = parser.parse_args(argv)
-    args.set += [f"serve.{key}={value}" for key, value in (("host", args.host), ("port", args.port)) if value is not None]
+    args.set += [f"serve.{key}={value}" for key, value in
+                 (("host", args.host), ("port", args.port), ("workers", args.workers)) if value is not None]
     import uvicorn
 
-    ner = load_for_inference(args)
-    limits = ner.config.serve
-    server = uvicorn.Server(uvicorn.Config(create_app(ner, limits), host=limits.host, port=limits.port,
-                                           log_level="info", timeout_graceful_shutdown=limits.shutdown_timeout_s))
-    server.run()  # SIGTERM / Ctrl-C: stop accepting, finish requests in flight, run the lifespan's end
+    config = inference_config(args.model, args.set, backend=args.backend)
+    limits = config.serve
+    on_gpu = choose_device(config.device).startswith("gpu")
+    workers = worker_count(limits.workers, on_gpu, cpu_thread_count(0, 1))
+    threads = cpu_thread_count(config.cpu_threads, workers)
+    log.info("%d worker process(es) on %s:%d%s", workers, limits.host, limits.port,
+             "" if on_gpu else f", {threads} CPU thread(s) each")
+    settings = dict(host=limits.host, port=limits.port, log_level="info",
+                    timeout_graceful_shutdown=limits.shutdown_timeout_s)
+    if workers == 1:
+        ner = load_for_inference(args)
+        server = uvicorn.Server(uvicorn.Config(create_app(ner, limits), **settings))
+        server.run()  # SIGTERM / Ctrl-C: stop accepting, finish requests in flight, run the lifespan's end
+        return 0
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ[WORKER_ARGS] = json.dumps({**vars(args), "set": args.set + [f"cpu_threads={threads}"]})
+    uvicorn_config = uvicorn.Config("globalpointer.serve:worker_app", factory=True, workers=workers, **settings)
+    supervisor = Multiprocess(uvicorn_config, sockets=[uvicorn_config.bind_socket()])
+    supervisor.run()  # SIGTERM / Ctrl-C: each worker stops accepting and finishes its requests in flight
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        raise UserError("a worker process could not start: its error is above")
     return 0
 
 

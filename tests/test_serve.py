@@ -1,5 +1,6 @@
 """The HTTP service, started as users start it and called over real HTTP on 127.0.0.1."""
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -32,39 +33,56 @@ def call(base, path, body=None, raw: bytes = None, headers=None):
         return error.code, json.loads(error.read())
 
 
-def start(model, *extra):
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", str(model), "--port", str(port),
-                                *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the service exited: {process.stdout.read()}")
-        try:
-            if call(base, "/health")[0] == 200:
-                return process, base
-        except (urllib.error.URLError, ConnectionError):
+class Service:
+    """``python -m globalpointer.serve`` started as users start it; its output read as it comes."""
+
+    def __init__(self, model, *extra):
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", str(model),
+                                         "--port", str(port), *extra],
+                                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self.reader.start()
+        self.wait_until_every_worker_serves()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_until_every_worker_serves(self) -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                self.reader.join(timeout=10)
+                raise AssertionError(f"the service exited: {self.output}")
+            workers = re.search(r"(\d+) worker process", self.output)
+            if workers and self.output.count("Application startup complete") >= int(workers.group(1)):
+                assert call(self.base, "/health")[0] == 200
+                return
             time.sleep(0.2)
-    process.kill()
-    raise AssertionError("the service did not answer /health within 120 s")
+        self.process.kill()
+        raise AssertionError(f"the service's workers did not all start within 120 s: {self.output}")
 
-
-def stop(process):
-    process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout=60), process.stdout.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
+    def stop(self):
+        """(exit status, output) after SIGTERM."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+            self.reader.join(timeout=10)
+            return code, self.output
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
 
 
 @pytest.fixture(scope="module")
 def service(trained):
-    process, base = start(trained / "run" / "best", "--set", "serve.max_texts=8", "--set", "serve.max_text_chars=500",
-                          "--set", "serve.max_body_bytes=20000", "--set", "serve.batch_wait_ms=50")
-    yield base
-    stop(process)
+    service = Service(trained / "run" / "best", "--set", "serve.max_texts=8", "--set", "serve.max_text_chars=500",
+                      "--set", "serve.max_body_bytes=20000", "--set", "serve.batch_wait_ms=50")
+    yield service.base
+    service.stop()
 
 
 def test_extract_gives_predict_py_entities(service, trained, tmp_path):
@@ -162,17 +180,48 @@ def test_micro_batcher_gathers_requests_into_few_calls():
     assert [len(c) for c in calls] == [6, 4]  # 3 requests fill a batch of 6; the other 2 share the next
 
 
-def test_sigterm_lets_the_request_in_flight_finish(trained):
-    process, base = start(trained / "run" / "best", "--set", "serve.max_texts=5000", "--set",
-                          "serve.max_body_bytes=10000000")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_lets_the_request_in_flight_finish(trained, workers):
+    service = Service(trained / "run" / "best", "--workers", str(workers), "--set", "serve.max_texts=5000", "--set",
+                      "serve.max_body_bytes=10000000")
     texts = ["北京大学的张三在上海" * 20] * 400  # long enough to be in flight when the signal comes
     answer = {}
-    client = threading.Thread(target=lambda: answer.update(result=call(base, "/v1/extract", {"texts": texts})))
+    client = threading.Thread(target=lambda: answer.update(result=call(service.base, "/v1/extract", {"texts": texts})))
     client.start()
     time.sleep(1.0)
-    code, output = stop(process)
+    code, output = service.stop()
     client.join(timeout=120)
     assert answer["result"][0] == 200 and len(answer["result"][1]["results"]) == 400, output
-    # uvicorn shuts down cleanly, then re-raises the signal so that the exit status says SIGTERM
-    assert code == -signal.SIGTERM and "Waiting for application shutdown" in output, output
-    assert "Finished server process" in output and "Traceback" not in output, output
+    assert f"{workers} worker process(es)" in output, output
+    # every worker shuts down cleanly; one process re-raises the signal so that its exit status says
+    # SIGTERM, uvicorn's supervisor of several exits 0 once they have
+    assert output.count("Waiting for application shutdown") == workers, output
+    assert output.count("Finished server process") == workers and "Traceback" not in output, output
+    assert code == (-signal.SIGTERM if workers == 1 else 0), output
+
+
+def test_worker_count_is_one_per_core_on_the_cpu_and_one_on_a_gpu():
+    from globalpointer.serve import worker_count
+
+    assert worker_count(0, on_gpu=False, cores=2) == 2
+    assert worker_count(0, on_gpu=False, cores=16) == 16
+    assert worker_count(0, on_gpu=True, cores=16) == 1
+    assert worker_count(3, on_gpu=False, cores=2) == 3 and worker_count(2, on_gpu=True, cores=16) == 2
+
+
+def test_workers_share_the_cores_and_a_worker_that_cannot_start_stops_the_service(trained, tmp_path):
+    import shutil
+
+    from globalpointer.runtime import cpu_thread_count
+
+    service = Service(trained / "run" / "best", "--workers", "2")
+    code, output = service.stop()
+    assert code == 0 and output.count(f"{cpu_thread_count(0, 2)} thread(s)") >= 2, output
+    broken = tmp_path / "broken"
+    shutil.copytree(trained / "run" / "best", broken)
+    weights = next(broken.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:100])  # the files are all there: only loading the weights fails
+    process = subprocess.run([sys.executable, "-m", "globalpointer.serve", "--model", str(broken), "--port",
+                              str(free_port()), "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert process.returncode == 2 and "a worker process could not start" in process.stderr, process.stderr
+    assert "safetensors" in process.stderr, process.stderr
