@@ -272,7 +272,7 @@ def _serve(argv) -> int:
     config = inference_config(args.model, args.set, backend=args.backend)
     limits = config.serve
     on_gpu = choose_device(config.device).startswith("gpu")
-    workers = worker_count(limits.workers, on_gpu, cpu_thread_count(0, 1))
+    workers = worker_count(limits.workers, on_gpu, cpu_thread_count(0, 1))  # (0, 1): every core of this process
     threads = cpu_thread_count(config.cpu_threads, workers)
     log.info("%d worker process(es) on %s:%d%s", workers, limits.host, limits.port,
              "" if on_gpu else f", {threads} CPU thread(s) each")
