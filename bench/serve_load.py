@@ -18,7 +18,6 @@ import http.client
 import json
 import os
 import queue
-import re
 import signal
 import socket
 import statistics
@@ -31,6 +30,7 @@ from typing import Tuple
 from common import Rows, cluener_texts
 from machine import gemm_rates
 import globalpointer
+from globalpointer.serve import workers_serving
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,10 +48,9 @@ def start_service(model: str, backend: str, port: int, log_path: str, settings) 
         if process.poll() is not None:
             raise SystemExit(f"the service exited; see {log_path}")
         with open(log_path) as written:
-            text = written.read()
-        workers = re.search(r"(\d+) worker process", text)
-        if workers and text.count("Application startup complete") >= int(workers.group(1)):
-            return process, int(workers.group(1))
+            workers = workers_serving(written.read())
+        if workers:
+            return process, workers
         time.sleep(0.3)
     process.kill()
     raise SystemExit(f"the service did not start within 180 s; see {log_path}")

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -220,6 +221,15 @@ def create_app(ner, limits: ServeConfig):
 
 
 WORKER_ARGS = "GLOBALPOINTER_SERVE_WORKER"  # the environment variable that hands a worker its arguments
+
+
+def workers_serving(output: str) -> Optional[int]:
+    """The number of worker processes once the service's log ``output`` shows every one of them
+    serving (its own line announcing them, then uvicorn's startup line from each), else None."""
+    announced = re.search(r"(\d+) worker process\(es\)", output)
+    if announced and output.count("Application startup complete") >= int(announced.group(1)):
+        return int(announced.group(1))
+    return None
 
 
 def worker_count(requested: int, on_gpu: bool, cores: int) -> int:

@@ -1,6 +1,5 @@
 """The HTTP service, started as users start it and called over real HTTP on 127.0.0.1."""
 import json
-import re
 import signal
 import socket
 import subprocess
@@ -13,6 +12,7 @@ import urllib.request
 import pytest
 
 from conftest import ROOT
+from globalpointer.serve import workers_serving
 
 
 def free_port() -> int:
@@ -57,8 +57,7 @@ class Service:
             if self.process.poll() is not None:
                 self.reader.join(timeout=10)
                 raise AssertionError(f"the service exited: {self.output}")
-            workers = re.search(r"(\d+) worker process", self.output)
-            if workers and self.output.count("Application startup complete") >= int(workers.group(1)):
+            if workers_serving(self.output):
                 assert call(self.base, "/health")[0] == 200
                 return
             time.sleep(0.2)
