@@ -12,9 +12,11 @@ import importlib.util
 import json
 import os
 import shutil
+import tempfile
 from typing import List, NamedTuple
 
 from .errors import CheckpointError, ConfigError, EncoderError
+from .files import atomic_write_text, chmod_as_created
 from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
@@ -63,9 +65,7 @@ def tiny_vocabulary() -> List[str]:
 
 
 def write_vocab(tokens: List[str], path: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        out.write("\n".join(tokens) + "\n")
-    os.replace(path + ".tmp", path)
+    atomic_write_text(path, "\n".join(tokens) + "\n")
 
 
 def vocab_from_tokenizer_json(path: str) -> List[str]:
@@ -125,11 +125,21 @@ def convert_huggingface(directory: str) -> str:
     target = os.path.join(CACHE_DIR, "converted", _fingerprint(directory, weights))
     if os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
         return target
+    # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
+    # started side by side, convert the same encoder at the same moment.
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    work = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=os.path.basename(target) + ".partial-")
+    try:
+        _convert_into(directory, weights, work)
+        _publish(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _convert_into(directory: str, weights: str, work: str) -> None:
     from paddlenlp.transformers import AutoModel
 
-    work = target + ".partial"
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
     os.symlink(os.path.abspath(os.path.join(directory, "config.json")), os.path.join(work, "config.json"))
     source = os.path.join(directory, weights)
     if weights.endswith(".bin"):  # PaddleNLP would unpickle it with any class it names: read it as data
@@ -154,9 +164,17 @@ def convert_huggingface(directory: str) -> str:
         os.remove(os.path.join(work, name))
     save_state(converted, os.path.join(work, CONVERTED_WEIGHTS))
     shutil.copy(os.path.join(directory, "config.json"), os.path.join(work, "config.json"))
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(work, target)
-    return target
+
+
+def _publish(work: str, target: str) -> None:
+    """Rename the finished ``work`` to ``target``, unless another process got there first (same weights:
+    the cache key names the source file); the cache only ever holds whole directories."""
+    chmod_as_created(work, 0o777)  # mkdtemp's 0700 would hide the cache from other users
+    try:
+        os.replace(work, target)
+    except OSError:  # a non-empty target: published by another process meanwhile
+        if not os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
+            raise
 
 
 def load_pretrained_weights(model, path: str) -> None:

@@ -25,13 +25,18 @@ def check_output_file(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         raise UserError(f"{flag} {path}: cannot write into {parent}; choose another location")
 
 
+def chmod_as_created(path: str, mode: int) -> None:
+    """The permissions open() or os.makedirs would have given ``path``: ``mode`` less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
 def atomic_write_text(path: str, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # as open() would make it: mkstemp's 0600 hides reports from others
+    chmod_as_created(temporary, 0o666)  # mkstemp's 0600 would hide reports from others
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)

@@ -6,6 +6,7 @@ import pytest
 
 from globalpointer.encoders import (EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json,
                                     vocab_is_uncased)
+from globalpointer.weights import read_state
 
 
 def test_vocab_rebuilt_from_tokenizer_json_in_id_order(tmp_path):
@@ -61,3 +62,43 @@ def test_m3e_small_is_a_lowercasing_chinese_bert():
     assert encoder.tokenizer.do_lower_case  # its config says false, which makes every capital [UNK]
     ids = encoder.tokenizer("Apple 手机")["input_ids"]
     assert encoder.tokenizer.vocab.token_to_idx["[UNK]"] not in ids
+
+
+def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeypatch):
+    """The ranks of a data-parallel launch convert at the same moment: a second conversion that starts
+    while the first is under way (simulated by starting it from inside the first) spoils neither."""
+    from paddlenlp.transformers import AutoModel
+
+    from globalpointer import encoders
+
+    directory = bundled_or_skip("all-MiniLM-L6-v2")
+    monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path))
+    convert = AutoModel.from_pretrained
+    inner = []
+
+    def convert_while_another_converts(*args, **kwargs):
+        if not inner:
+            inner.append(None)  # the inner conversion runs this too: it converts undisturbed
+            inner[0] = encoders.convert_huggingface(directory)
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(AutoModel, "from_pretrained", convert_while_another_converts)
+    outer = encoders.convert_huggingface(directory)
+    assert inner == [outer] and os.listdir(tmp_path / "converted") == [os.path.basename(outer)]
+    converted = read_state(os.path.join(outer, "model.safetensors"))
+    original = read_state(os.path.join(directory, "model.safetensors"))
+    np.testing.assert_array_equal(converted["encoder.layers.5.linear2.weight"],
+                                  original["encoder.layer.5.output.dense.weight"].T)
+
+
+def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
+    from globalpointer import encoders
+
+    monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text("{}")
+    (source / "model.safetensors").write_bytes(b"")
+    with pytest.raises(EncoderError, match="no vocab.txt or tokenizer.json"):
+        encoders.convert_huggingface(str(source))
+    assert os.listdir(tmp_path / "cache" / "converted") == []
