@@ -158,19 +158,24 @@ def tool_offsets(text: str, start, end, expected_text: Optional[str]) -> Tuple[o
     return converted if text[converted[0]:converted[1]] == expected_text else (start, end)
 
 
-def check_entity(text: str, start, end, entity_type, where: str, expected_text: Optional[str] = None) -> Entity:
-    """Validate an end-exclusive span against its text."""
-    if not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool):
+def check_entity(text: str, start, end, entity_type, where: str, expected_text: Optional[str] = None,
+                 end_included: bool = False) -> Entity:
+    """Validate a span against its text; the one place where an inclusive end (``end_included``: the
+    file's convention, as in CLUENER and CMeEE) becomes the exclusive end of ``Entity``.  Errors quote
+    the offsets as the file wrote them."""
+    if not all(isinstance(offset, int) and not isinstance(offset, bool) for offset in (start, end)):
         raise DataError(f"{where}: offsets must be whole numbers, got start={start!r} end={end!r}")
     if not isinstance(entity_type, str) or not entity_type:
         raise DataError(f"{where}: an entity needs a non-empty type, got {entity_type!r}")
+    as_written = f"[{start}, {end}{']' if end_included else ')'}"
+    end += end_included
     if end <= start:
-        raise DataError(f"{where}: entity {entity_type} ends before it starts (start={start}, end={end})")
+        raise DataError(f"{where}: entity {entity_type} {as_written} ends before it starts")
     if start < 0 or end > len(text):
-        raise DataError(f"{where}: entity {entity_type} [{start}, {end}) lies outside the text of length {len(text)}")
+        raise DataError(f"{where}: entity {entity_type} {as_written} lies outside the text of length {len(text)}")
     if expected_text is not None and text[start:end] != expected_text:
         raise DataError(f"{where}: entity {entity_type} says {expected_text!r} but the text at "
-                        f"[{start}, {end}) is {text[start:end]!r}")
+                        f"{as_written} is {text[start:end]!r}")
     return Entity(start, end, entity_type)
 
 
@@ -197,8 +202,7 @@ def parse_cluener(obj, where: str) -> Record:
             for pair in positions:
                 if not isinstance(pair, list) or len(pair) != 2:
                     raise DataError(f"{where}: {entity_type} {mention!r}: expected [start, end], got {pair!r}")
-                entities.append(check_entity(text, pair[0], pair[1] + 1 if isinstance(pair[1], int) else pair[1],
-                                             entity_type, where, mention))
+                entities.append(check_entity(text, pair[0], pair[1], entity_type, where, mention, end_included=True))
     return Record(text, sorted(set(entities)), where)
 
 
@@ -208,9 +212,8 @@ def parse_cmeee(obj, where: str) -> Record:
     for item in _entity_list(obj, where):
         if not isinstance(item, dict):
             raise DataError(f"{where}: each entity must be an object with start_idx, end_idx and type, got {item!r}")
-        end = item.get("end_idx")
-        entities.append(check_entity(text, item.get("start_idx"), end + 1 if isinstance(end, int) else end,
-                                     item.get("type"), where, item.get("entity")))
+        entities.append(check_entity(text, item.get("start_idx"), item.get("end_idx"), item.get("type"), where,
+                                     item.get("entity"), end_included=True))
     return Record(text, sorted(set(entities)), where)
 
 
