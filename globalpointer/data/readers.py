@@ -206,26 +206,24 @@ def parse_cluener(obj, where: str) -> Record:
     return Record(text, sorted(set(entities)), where)
 
 
-def parse_cmeee(obj, where: str) -> Record:
+def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool) -> Record:
+    """{"text", "entities": [{START, END, KIND, MENTION}]}, under the key names of the format."""
     text = _text_of(obj, where)
     entities = []
     for item in _entity_list(obj, where):
         if not isinstance(item, dict):
-            raise DataError(f"{where}: each entity must be an object with start_idx, end_idx and type, got {item!r}")
-        entities.append(check_entity(text, item.get("start_idx"), item.get("end_idx"), item.get("type"), where,
-                                     item.get("entity"), end_included=True))
+            raise DataError(f"{where}: each entity must be an object with {start}, {end} and {kind}, got {item!r}")
+        entities.append(check_entity(text, item.get(start), item.get(end), item.get(kind), where, item.get(mention),
+                                     end_included))
     return Record(text, sorted(set(entities)), where)
+
+
+def parse_cmeee(obj, where: str) -> Record:
+    return _entity_objects(obj, where, "start_idx", "end_idx", "type", "entity", end_included=True)
 
 
 def parse_jsonl(obj, where: str) -> Record:
-    text = _text_of(obj, where)
-    entities = []
-    for item in _entity_list(obj, where):
-        if not isinstance(item, dict):
-            raise DataError(f"{where}: each entity must be an object with start, end and type, got {item!r}")
-        entities.append(check_entity(text, item.get("start"), item.get("end"), item.get("type"), where,
-                                     item.get("text")))
-    return Record(text, sorted(set(entities)), where)
+    return _entity_objects(obj, where, "start", "end", "type", "text", end_included=False)
 
 
 def _doccano_span(text: str, item, where: str) -> List[Entity]:
