@@ -168,7 +168,8 @@ def check_entity(text: str, start, end, entity_type, where: str, expected_text: 
     if not isinstance(entity_type, str) or not entity_type:
         raise DataError(f"{where}: an entity needs a non-empty type, got {entity_type!r}")
     as_written = f"[{start}, {end}{']' if end_included else ')'}"
-    end += end_included
+    if end_included:
+        end += 1
     if end <= start:
         raise DataError(f"{where}: entity {entity_type} {as_written} ends before it starts")
     if start < 0 or end > len(text):
