@@ -108,14 +108,17 @@ def test_bad_records_name_file_and_line(tmp_path, line, message):
 
 @pytest.mark.parametrize("name, line, message", [
     # inclusive ends: the error quotes the span as the file wrote it, not as converted
-    ("c.json", {"text": "张三", "label": {"name": {"张三": [[0, 2]]}}}, r"entity name \[0, 2\] lies outside the text of length 2"),
+    ("c.json", {"text": "张三", "label": {"name": {"张三": [[0, 2]]}}},
+     r"entity name \[0, 2\] lies outside the text of length 2"),
     ("c.json", {"text": "张三", "label": {"name": {"三": [[1, 0]]}}}, r"entity name \[1, 0\] ends before it starts"),
     ("m.json", {"text": "肺内", "entities": [{"start_idx": 0, "end_idx": 0, "type": "bod", "entity": "肺内"}]},
      r"entity bod says '肺内' but the text at \[0, 0\] is '肺'"),
     # true is no offset, though Python counts it as the integer 1
     ("c.json", {"text": "张三", "label": {"name": {"三": [[1, True]]}}}, r"offsets must be whole numbers"),
-    ("m.json", {"text": "肺内", "entities": [{"start_idx": 0, "end_idx": True, "type": "bod"}]}, r"offsets must be whole numbers, got start=0 end=True"),
-    ("j.jsonl", {"text": "abc", "entities": [{"start": 0, "end": True, "type": "X"}]}, r"offsets must be whole numbers, got start=0 end=True"),
+    ("m.json", {"text": "肺内", "entities": [{"start_idx": 0, "end_idx": True, "type": "bod"}]},
+     r"offsets must be whole numbers, got start=0 end=True"),
+    ("j.jsonl", {"text": "abc", "entities": [{"start": 0, "end": True, "type": "X"}]},
+     r"offsets must be whole numbers, got start=0 end=True"),
 ])
 def test_offsets_are_checked_as_the_file_wrote_them(tmp_path, name, line, message):
     path = write(tmp_path, name, json.dumps(line, ensure_ascii=False) + "\n")
