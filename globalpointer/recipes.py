@@ -2,8 +2,9 @@
 (``train.adversarial``, ``train.ema_decay``, ``train.layer_lr_decay``; evidence in docs/RESULTS.md).
 
 - FGM (Miyato et al.): after the backward pass, move the word embeddings by
-  r = epsilon * g / ||g|| (g: their gradient), run forward and backward once more so that the
-  gradients of both passes add up, then put the embeddings back.  One extra forward/backward per batch.
+  r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a
+  gradient-accumulation window), run forward and backward once more so that the gradients of both
+  passes add up, then put the embeddings back.  One extra forward/backward per batch.
 - EMA: a shadow copy of the weights, shadow = d * shadow + (1 - d) * weights after every optimizer
   step, with d = min(decay, (1 + t) / (10 + t)) at update t so that early shadows are not stuck at
   the initial weights.  Evaluation and the best checkpoint use the shadow.
@@ -37,14 +38,24 @@ class FGM:
         self.parameter = parameter
         self.epsilon = epsilon
         self.backup = None
+        self.earlier = None  # the gradient of the window's earlier batches, left out of the next attack
+
+    @paddle.no_grad()
+    def remember_gradient(self) -> None:
+        """Call before a batch's backward when earlier batches' gradients are being accumulated in
+        the parameter: the next attack then follows this batch's gradient alone."""
+        grad = self.parameter.grad
+        self.earlier = None if grad is None else grad.clone()
 
     @paddle.no_grad()
     def attack(self) -> bool:
         """Move the parameter along its gradient; False (and nothing moved) when the gradient is
         missing, zero or not finite."""
-        grad = self.parameter.grad
+        grad, earlier, self.earlier = self.parameter.grad, self.earlier, None
         if grad is None:
             return False
+        if earlier is not None:
+            grad = grad - earlier
         norm = float(paddle.linalg.norm(grad.astype("float32")))
         if not np.isfinite(norm) or norm == 0.0:
             return False

@@ -350,6 +350,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                 batch = collate([windows[i] for i in batches[index]], text_encoder.pad_id)
                 paddle.seed(step_seed(train_cfg.seed, progress.global_step * train_cfg.grad_accum_steps + accumulated))
                 inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
+                if fgm is not None and accumulated:
+                    fgm.remember_gradient()
                 loss, dropped = forward_backward(trained, model.head, inputs, gold, dtype, scaler,
                                                  train_cfg.grad_accum_steps, train_cfg.rdrop_alpha)
                 if fgm is not None and fgm.attack():  # the loss on moved embeddings: one pass, without R-Drop

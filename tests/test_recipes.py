@@ -50,6 +50,26 @@ def test_fgm_moves_the_embeddings_by_epsilon_along_the_gradient_and_back():
     assert not FGM(embeddings, 0.5).attack()  # no gradient: nothing moves
 
 
+def test_fgm_in_an_accumulation_window_follows_the_current_batch_gradient_alone():
+    _, model = tiny_model()
+    model.eval()
+    inputs, gold = tiny_batch()
+    other = {key: value[:1] for key, value in inputs.items()}, gold[:1]
+    embeddings = word_embeddings(model)
+    before = embeddings.numpy().copy()
+    forward_backward(model, model.head, inputs, gold, None, None, 2)  # the window's first batch
+    fgm = FGM(embeddings, epsilon=0.5)
+    fgm.remember_gradient()
+    forward_backward(model, model.head, *other, None, None, 2)  # its second batch
+    assert fgm.attack()
+    moved = embeddings.numpy() - before
+    fgm.restore()
+    model.clear_gradients()
+    forward_backward(model, model.head, *other, None, None, 2)  # the second batch alone
+    alone = embeddings.grad.numpy()
+    np.testing.assert_allclose(moved, 0.5 * alone / np.linalg.norm(alone), atol=1e-6)
+
+
 def test_rdrop_is_the_mean_loss_plus_alpha_times_the_divergence_of_two_dropout_passes():
     _, model = tiny_model()
     inputs, gold = tiny_batch()
@@ -142,6 +162,28 @@ def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
     assert not np.array_equal(best[name], last[name])
     # every recipe key shows in --print-config
     assert train_main(["--config", config, "--print-config"]) == 0
+
+
+def test_fgm_with_gradient_accumulation_in_the_loop(tmp_path, monkeypatch):
+    """Every batch but the first of an accumulation window sets its earlier gradient aside for the attack."""
+    from globalpointer.cli import train_main
+
+    calls = {"attack": 0, "remember_gradient": 0}
+    for method in calls:
+        original = getattr(FGM, method)
+
+        def counted(self, _original=original, _method=method):
+            calls[_method] += 1
+            return _original(self)
+
+        monkeypatch.setattr(FGM, method, counted)
+    config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__batch_size=8,
+                         train__grad_accum_steps=2)
+    assert train_main(["--config", config]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["best_dev_f1"] > 0.5
+    assert calls["attack"] > summary["steps"] > 0  # one attack per batch, two batches per step
+    assert calls["remember_gradient"] == calls["attack"] - summary["steps"]
 
 
 def test_an_ema_run_also_scores_the_weights_it_trains_exactly_as_a_run_without_ema(tmp_path):
