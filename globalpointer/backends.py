@@ -19,7 +19,7 @@ from .errors import CheckpointError, ConfigError
 from .heads import decode_span_logits
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
-EXPORT_INFO = "export.json"  # what the export's inputs mean
+EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
 
 
 def is_export(directory: str) -> bool:
@@ -90,23 +90,44 @@ def paddle_inference_settings(device: str, precision: str, tensorrt: bool) -> Pa
     return PaddleInferenceSettings(int(device.split(":")[1]) if on_gpu else -1, precision == "float16", tensorrt)
 
 
-def export_packs_texts(directory: str) -> bool:
-    """Whether the export reads rows of several texts (its token_mask numbers them, int64; export.json
-    says so).  Exports of earlier versions take a bool token_mask and one text per row."""
+def program_input_dtype(program: str, name: str) -> str:
+    """The dtype of input ``name`` of a Paddle program saved as JSON (PIR): the ``data`` op that
+    names it.  (Paddle Inference's input handles say float32 for every input until one is fed.)"""
+    def attributes(op) -> dict:
+        return {a.get("N"): (a.get("AT") or {}).get("D") for a in op.get("A") or [] if isinstance(a, dict)}
+
+    def ops(node):
+        if isinstance(node, dict):
+            if str(node.get("#", "")).endswith(".data"):
+                yield node
+            for value in node.values():
+                yield from ops(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from ops(value)
+
     try:
-        with open(os.path.join(directory, EXPORT_INFO), encoding="utf-8") as handle:
-            return bool(json.load(handle).get("packs_texts"))
-    except FileNotFoundError:
-        return False
-    except (ValueError, AttributeError) as error:
-        raise CheckpointError(f"{directory}/{EXPORT_INFO} is corrupted ({error}); export the checkpoint again") from None
+        with open(program, encoding="utf-8") as handle:
+            tree = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{program} cannot be read ({error}); export the checkpoint again") from None
+    for op in ops(tree):
+        found = attributes(op)
+        if found.get("name") == name and isinstance(found.get("dtype"), str):
+            return found["dtype"]
+    raise CheckpointError(f"{program} declares no input {name!r}; export the checkpoint again")
 
 
 class _ExportedModel:
-    def __init__(self, directory: str, tril_mask: bool):
+    """Whether an export reads rows of several texts is read off its program: its token_mask numbers
+    the texts of a row (int64); exports of earlier versions take a bool token_mask, one text per row."""
+
+    def __init__(self, tril_mask: bool):
         self.tril_mask = tril_mask
-        self.packs_texts = export_packs_texts(directory)
-        self.input_dtypes = ["int64", "int64", "int64" if self.packs_texts else "bool"]
+
+    def set_token_mask_type(self, packs_texts: bool) -> None:
+        self.packs_texts = packs_texts
+        self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
 
     def decode(self, logits, token_mask, threshold):
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
@@ -119,7 +140,7 @@ class InferenceModel(_ExportedModel):
                  precision: str = "float32", tensorrt: bool = False):
         from paddle import inference
 
-        super().__init__(directory, tril_mask)
+        super().__init__(tril_mask)
         settings = paddle_inference_settings(device, precision, tensorrt)
         config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
         if settings.gpu_id >= 0:
@@ -143,6 +164,8 @@ class InferenceModel(_ExportedModel):
             self.predictor = inference.create_predictor(config)
         except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
             raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
+        self.set_token_mask_type(program_input_dtype(os.path.join(directory, PROGRAM),
+                                                     self.predictor.get_input_names()[2]) == "int64")
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
         inputs = zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask), self.input_dtypes)
@@ -163,7 +186,7 @@ class OnnxModel(_ExportedModel):
                  filename: str = ONNX):
         import onnxruntime as ort
 
-        super().__init__(directory, tril_mask)
+        super().__init__(tril_mask)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -175,6 +198,7 @@ class OnnxModel(_ExportedModel):
         except Exception as error:  # onnxruntime raises its own exception types for broken files
             raise CheckpointError(f"{directory}/{filename}: cannot load the ONNX model ({error})") from None
         self.input_names = [item.name for item in self.session.get_inputs()]
+        self.set_token_mask_type(self.session.get_inputs()[2].type == "tensor(int64)")
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
         feed = {name: value.numpy().astype(dtype, copy=False)

@@ -90,7 +90,7 @@ def _calibrate(argv) -> int:
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
     args = parser.parse_args(argv)
     from .data.splits import check_types, load_split
-    from .files import atomic_write_json
+    from .files import atomic_write_json, check_output_file
     from .model import THRESHOLDS
 
     if args.format:
@@ -102,6 +102,8 @@ def _calibrate(argv) -> int:
     if not HEADS[config.model.head].span_scores:
         raise UserError(f"model.head={config.model.head} has no span scores to threshold; calibration needs "
                         f"{' or '.join(span_head_names())}")
+    path = os.path.join(ner.directory, THRESHOLDS)
+    check_output_file(path, "--model", [args.data])
     records = load_split(config, "data", args.data)
     check_types(records, labels)
     gold = [r.entities for r in records]
@@ -111,7 +113,6 @@ def _calibrate(argv) -> int:
     report = {"data": args.data, "texts": len(records),
               **calibration_report(candidates, gold, labels, default, thresholds, flat)}
     print(format_calibration(report))
-    path = os.path.join(ner.directory, THRESHOLDS)
     atomic_write_json(path, report)
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
              "(--set model.calibrated_thresholds=false: %g for every type)", path, default)

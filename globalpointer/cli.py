@@ -1,17 +1,23 @@
 """The three commands.  train.py, evaluate.py and predict.py call these; the package does the work."""
 import argparse
+import errno
 import json
 import logging
 import os
 import sys
 from typing import List, Optional
 
+from .arguments import whole_number
 from .config import BACKENDS, dump_config, load_config
 from .errors import UserError
-from .files import check_output_file
+from .files import check_distinct, check_output_file
 from .predictor import OUTPUT_FORMATS
 
 log = logging.getLogger("globalpointer")
+
+
+# A full disk, a file-size limit, a read-only or forbidden location: the user's to fix, not a bug.
+FILE_SYSTEM_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def setup_logging() -> None:
@@ -36,6 +42,13 @@ def run_command(main, argv: Optional[List[str]]) -> int:
     except KeyboardInterrupt as error:
         print(f"stopped: {error}" if str(error) else "stopped", file=sys.stderr)
         return 130
+    except OSError as error:
+        if error.errno not in FILE_SYSTEM_FAULTS:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}; free space, or choose a location that can be written, and "
+              f"run again (no finished file was replaced by a part of one)", file=sys.stderr)
+        return 2
 
 
 def _train(argv):
@@ -54,7 +67,8 @@ def _train(argv):
         return 0
     from .training import train
 
-    summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway)
+    summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway,
+                    config_file=args.config)
     print(json.dumps({k: v for k, v in summary.items() if k != "labels"}, indent=1))
     return 0
 
@@ -67,22 +81,12 @@ def load_for_inference(args):
     return ner
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
-    return value
-
-
 def inference_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
                                                        "export directory (python -m globalpointer.export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
-    parser.add_argument("--batch-size", type=_positive_int, default=0,
+    parser.add_argument("--batch-size", type=whole_number(1), default=0,
                         help="rows per forward pass (a row: one window, or several short ones; "
                              "default: train.eval_batch_size)")
     parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
@@ -110,11 +114,12 @@ def _evaluate(argv):
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
-    if args.output:
-        check_output_file(args.output, "--output", [path])
-        check_output_file(_predictions_path(args.output), "--output (its .predictions.jsonl)", [path])
-    if args.html:
-        check_output_file(args.html, "--html", [path])
+    outputs = {"--output": args.output, "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output),
+               "--html": args.html}
+    check_distinct(outputs)
+    for flag, output in outputs.items():
+        if output:
+            check_output_file(output, flag, [path, ner.directory])
     records = load_split(config, "data", path)
     check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
@@ -152,23 +157,23 @@ def _predict(argv):
     parser.add_argument("--output", default="-", help="JSON lines out, one per input line; - for standard output")
     parser.add_argument("--input-format", default="auto", choices=("auto", "text", "jsonl"),
                         help="auto: JSON lines if the first line is a JSON object with a text field")
-    parser.add_argument("--lines-per-chunk", type=_positive_int, default=512, help="lines read and predicted at a time")
+    parser.add_argument("--lines-per-chunk", type=whole_number(1), default=512, help="lines read and predicted at a time")
     parser.add_argument("--output-format", default="jsonl", choices=OUTPUT_FORMATS,
                         help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
                              "line), for Label Studio's import")
     parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
-    parser.add_argument("--html-texts", type=_positive_int, default=1000, help="lines drawn by --html")
+    parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
     from .label_studio import labeling_config
     from .predictor import predict_file, predict_file_share
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
-    if args.output != "-":
-        check_output_file(args.output, "--output", [args.input])
-    if args.html:
-        check_output_file(args.html, "--html", [args.input, args.output])
+    check_distinct({"--output": args.output, "--html": args.html})
+    for flag, output in (("--output", args.output), ("--html", args.html)):
+        if output and output != "-":
+            check_output_file(output, flag, [args.input, args.model])
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file

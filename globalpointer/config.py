@@ -17,6 +17,7 @@ from .errors import ConfigError
 
 FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 BACKENDS = ("auto", "dynamic", "paddle-inference", "onnxruntime")
+MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
 
 
 def _opt(default, help, choices=None):
@@ -349,6 +350,16 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
     if len(set(config.data.labels)) != len(config.data.labels):
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
+    if any(not label.strip() for label in config.data.labels):
+        raise ConfigError(f"data.labels: every type needs a name, got {config.data.labels}")
+    if config.train.lr == 0 and config.train.head_lr == 0:
+        raise ConfigError("train.lr and train.head_lr are both 0: nothing would learn; set at least one above 0 "
+                          "(lr 0 alone freezes the encoder while the head trains)")
+    if not config.serve.port <= 65535:
+        raise ConfigError(f"serve.port must be a TCP port, 0 to 65535, got {config.serve.port}")
+    if config.serve.batch_wait_ms > MAX_BATCH_WAIT_MS:
+        raise ConfigError(f"serve.batch_wait_ms must be at most {MAX_BATCH_WAIT_MS} (a request waits this long for "
+                          f"company before it is predicted), got {config.serve.batch_wait_ms:g}")
 
 
 def require_files(config: RunConfig, keys: List[str]) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Optional
 
 from .errors import CheckpointError, ConfigError, EncoderError
 from .files import atomic_write_text, chmod_as_created
@@ -149,12 +149,7 @@ def _convert_into(directory: str, weights: str, work: str) -> None:
             raise EncoderError(str(error)) from None
     else:
         os.symlink(os.path.abspath(source), os.path.join(work, weights))
-    if os.path.isfile(os.path.join(directory, "vocab.txt")):
-        shutil.copy(os.path.join(directory, "vocab.txt"), os.path.join(work, "vocab.txt"))
-    elif os.path.isfile(os.path.join(directory, "tokenizer.json")):
-        write_vocab(vocab_from_tokenizer_json(os.path.join(directory, "tokenizer.json")), os.path.join(work, "vocab.txt"))
-    else:
-        raise EncoderError(f"{directory}: no vocab.txt or tokenizer.json to build the tokenizer from")
+    shutil.copy(plain_vocabulary(directory), os.path.join(work, "vocab.txt"))
     try:
         AutoModel.from_pretrained(work, convert_from_torch=True)  # writes model_state.pdparams into work
     except Exception as error:  # PaddleNLP raises many kinds here; the user needs the directory named
@@ -194,7 +189,7 @@ def load_pretrained_weights(model, path: str) -> None:
 
 
 def load_directory(directory: str) -> Encoder:
-    from paddlenlp.transformers import AutoConfig, AutoModel, AutoTokenizer
+    from paddlenlp.transformers import AutoConfig, AutoModel
 
     if os.path.isfile(os.path.join(directory, PADDLE_WEIGHTS)):
         weights = os.path.join(directory, PADDLE_WEIGHTS)
@@ -210,9 +205,30 @@ def load_directory(directory: str) -> Encoder:
         load_pretrained_weights(model, weights)
     except CheckpointError as error:
         raise EncoderError(str(error)) from None
+    return Encoder(model, bert_tokenizer(plain_vocabulary(directory)), model.config.hidden_size)
+
+
+def plain_vocabulary(directory: str) -> str:
+    """The directory's ``vocab.txt``, or one rebuilt from its ``tokenizer.json``: a tokenizer is built
+    from plain text only.  PaddleNLP's own loader follows ``tokenizer_config.json`` to any tokenizer
+    class, and some of those unpickle files of the directory (ErnieTinyTokenizer's
+    dict.wordseg.pickle), which runs code; a model directory is data."""
     vocab_file = os.path.join(directory, "vocab.txt")
-    tokenizer = bert_tokenizer(vocab_file) if os.path.isfile(vocab_file) else AutoTokenizer.from_pretrained(directory)
-    return Encoder(model, tokenizer, model.config.hidden_size)
+    if os.path.isfile(vocab_file):
+        return vocab_file
+    tokenizer_json = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(tokenizer_json):
+        others = sorted(name for name in os.listdir(directory) if "token" in name or name.endswith((".pickle", ".pkl")))
+        raise EncoderError(f"{directory}: no vocab.txt or tokenizer.json to build the tokenizer from"
+                           f"{' (found ' + ', '.join(others) + ')' if others else ''}; tokenizers are built only from "
+                           f"those plain-text files, never from pickles or a tokenizer class a directory names: add "
+                           f"the model's vocab.txt")
+    with open(tokenizer_json, "rb") as handle:
+        key = hashlib.sha1(handle.read()).hexdigest()[:16]
+    target = os.path.join(CACHE_DIR, "vocab", f"{key}.txt")
+    if not os.path.isfile(target):
+        write_vocab(vocab_from_tokenizer_json(tokenizer_json), target)
+    return target
 
 
 def load_encoder(spec: str) -> Encoder:
@@ -237,13 +253,26 @@ def load_encoder(spec: str) -> Encoder:
     return Encoder(model, tokenizer, model.config.hidden_size)
 
 
-def check_position_limit(config, model) -> None:
-    """``data.max_length`` within the encoder's position table, checked before any work."""
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+def check_position_limit(config, limit: Optional[int]) -> None:
+    """``data.max_length`` within the encoder's ``limit`` positions, checked before any work."""
     if limit and config.data.max_length > limit:
         raise ConfigError(f"data.max_length={config.data.max_length} exceeds the {limit} positions of encoder "
                           f"{config.model.encoder!r}; set data.max_length to {limit} or less (longer texts become "
                           f"sliding windows anyway)")
+
+
+def position_limit(model) -> Optional[int]:
+    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+
+def saved_position_limit(directory: str) -> Optional[int]:
+    """The position limit recorded in a model directory's config.json (checkpoints and exports)."""
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
+            limit = json.load(handle).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None  # the architecture's own loader reports a broken config.json
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def encoder_architecture(directory: str):

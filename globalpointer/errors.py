@@ -19,3 +19,7 @@ class EncoderError(UserError):
 
 class CheckpointError(UserError):
     pass
+
+
+class TrainingError(UserError):
+    """Training cannot go on (it diverged); the message says what to change."""

@@ -9,6 +9,7 @@ the tagger baselines decode with Python code (Viterbi) that no static graph carr
 """
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -19,67 +20,88 @@ from typing import List
 import paddle
 from paddle.static import InputSpec
 
-from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
+from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
 from .errors import UserError
-from .files import swap_in_directory
+from .files import (MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
+                    swap_in_directory)
 from .heads import HEADS, span_head_names
-from .model import LEGACY_WEIGHTS, WEIGHTS, load_checkpoint, resolve_checkpoint
+from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoint
+
+log = logging.getLogger("globalpointer")
 
 # Quantized: the encoder's MatMuls and the embedding table (Gather); the head's projection is a
 # Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
 INT8_OPS = ("MatMul", "Gather")
 INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/PERFORMANCE.md)
 # attention_mask and token_mask number the texts of a row (masks.py); exports of earlier versions
-# took a bool token_mask and one text per row, and still run that way (backends.export_packs_texts)
+# took a bool token_mask and one text per row, and still run that way (backends: the program's input type)
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
               InputSpec([None, None], "int64", "token_mask")]
 
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
-    """The model's forward pass (logits) as a static program + parameters in ``directory``, and
-    ``export.json``: whether the program reads rows of several texts."""
+    """The model's forward pass (logits) as a static program + parameters in ``directory``."""
     static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
     paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
-    with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
-        json.dump({"packs_texts": model.packs_texts}, out)
 
 
-def check_export_target(output: str, checkpoint: str) -> None:
-    """An export replaces only an earlier export: never the checkpoint, a folder holding it or the
-    current directory, nor a folder with anything else in it."""
-    target = os.path.realpath(output)
-    for what, path in (("the checkpoint", os.path.realpath(checkpoint)), ("the current directory", os.getcwd())):
-        if path == target or path.startswith(target.rstrip(os.sep) + os.sep):
-            raise UserError(f"--output {output} would replace {what} ({path}); export into a new directory, "
-                            f"e.g. --output RUN/export")
-    if os.path.exists(output):
-        if not os.path.isdir(output):
-            raise UserError(f"--output {output} is a file; name a directory to create")
-        if os.listdir(output) and not is_export(output):
-            raise UserError(f"--output {output} exists and holds files that are not an export; name a new directory "
-                            f"(an earlier export there would be replaced, anything else is left alone)")
+def check_export_target(output: str, checkpoint: str, requested: str = "") -> None:
+    """An export replaces only an earlier export whose manifest lists every file in it: never the
+    checkpoint (as named, or the copy a kill left), a folder holding it, the current directory, nor a
+    folder with anything else in it."""
+    for what, path in (("the checkpoint", checkpoint), ("the checkpoint", requested), ("the current directory", ".")):
+        if path and contains(output, path):
+            raise UserError(f"--output {output} would replace {what} ({os.path.realpath(path)}); export into a new "
+                            f"directory, e.g. --output RUN/export")
+    if os.path.lexists(output):
+        if not os.path.isdir(output) or os.path.islink(output):
+            raise UserError(f"--output {output} is a file or a link; name a directory to create")
+        if not replaceable(output, EXPORT_INFO, also=(THRESHOLDS,)):
+            raise UserError(f"--output {output} exists and holds files that no export of this project wrote (an "
+                            f"export lists its files in {EXPORT_INFO}); name a new directory, or remove it yourself")
+    check_writable_location(os.path.join(output, EXPORT_INFO), "--output")
+
+
+def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
+    """The checkpoint's configuration and tokenizer files (not its weights: the program has them).  A
+    symbolic link is not followed: what it points to may be anything on this machine (a key, say),
+    and an export is made to be shipped.  Returns the links left out."""
+    links = []
+    for name in sorted(os.listdir(checkpoint)):
+        path = os.path.join(checkpoint, name)
+        if os.path.islink(path):
+            links.append(name)
+        elif name not in (WEIGHTS, LEGACY_WEIGHTS) and os.path.isfile(path):
+            shutil.copy(path, target)
+    return links
 
 
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17,
-                      quantize: str = "none") -> List[str]:
+                      quantize: str = "none", requested: str = "") -> List[str]:
+    """``requested``: the --model path as given, when ``checkpoint`` is what it resolved to."""
     output = os.path.normpath(output)
-    check_export_target(output, checkpoint)
+    check_export_target(output, checkpoint, requested)
     loaded = load_checkpoint(checkpoint)
     if not HEADS[loaded.config.model.head].span_scores:
         raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
                         f"export supports {' and '.join(span_head_names())}")
-    partial = output + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    save_static(loaded.model, partial)
-    for name in os.listdir(loaded.directory):
-        if name not in (WEIGHTS, LEGACY_WEIGHTS) and os.path.isfile(os.path.join(loaded.directory, name)):
-            shutil.copy(os.path.join(loaded.directory, name), partial)
-    if onnx or quantize == "int8":
-        export_onnx(partial, opset)
-    if quantize == "int8":
-        quantize_onnx(partial)
-    swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
+    partial = partial_directory(output)
+    try:
+        save_static(loaded.model, partial)
+        links = copy_checkpoint_files(loaded.directory, partial)
+        if links:
+            log.warning("%s: symbolic links not copied into the export: %s", loaded.directory, ", ".join(links))
+        if onnx or quantize == "int8":
+            export_onnx(partial, opset)
+        if quantize == "int8":
+            quantize_onnx(partial)
+        files = sorted(os.listdir(partial))
+        with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
+            json.dump({"packs_texts": loaded.model.packs_texts, MANIFEST_KEY: files}, out, indent=1)
+        swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return sorted(os.listdir(output))
 
 
@@ -162,7 +184,8 @@ def _export(argv) -> int:
     args = parser.parse_args(argv)
     if args.verify and args.quantize != "int8":
         raise UserError("--verify compares float32 with int8: add --quantize int8")
-    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize)
+    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize,
+                              requested=args.model)
     print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
     if args.verify:
         for row in verify_int8(args.output, args.verify):

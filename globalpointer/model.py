@@ -17,9 +17,10 @@ import paddle
 from paddle import nn
 
 from .config import ModelConfig, RunConfig, dump_config, load_config
-from .encoders import Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files
+from .encoders import (Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files,
+                       saved_position_limit)
 from .errors import CheckpointError, ConfigError
-from .files import swap_in_directory
+from .files import partial_directory, previous_versions, swap_in_directory
 from .heads import build_head
 from .linear_autograd import use_training_linear
 from .masks import text_attention
@@ -69,32 +70,34 @@ class ModelRecord(NamedTuple):
 
 def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config: RunConfig, record: ModelRecord,
                      extra_state: dict = None, extra_json: dict = None) -> None:
-    """Write into ``directory + '.partial'`` and swap it in, so a kill leaves the old checkpoint whole."""
-    partial = directory + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    save_state(model.state_dict(), os.path.join(partial, WEIGHTS))
-    with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
-        out.write(dump_config(config))
-    with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
-        json.dump(record.labels, out, ensure_ascii=False, indent=1)
-    save_encoder_files(encoder, partial)
-    with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
-        json.dump({"vocab_tokens": len(encoder.tokenizer.vocab), "tokenization": record.tokenization}, out)
-    for name, state in (extra_state or {}).items():
-        save_state(state, os.path.join(partial, name))
-    for name, obj in (extra_json or {}).items():
-        with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
-            json.dump(obj, out, indent=1)
-    swap_in_directory(partial, directory)
+    """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole."""
+    partial = partial_directory(directory)
+    try:
+        save_state(model.state_dict(), os.path.join(partial, WEIGHTS))
+        with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
+            out.write(dump_config(config))
+        with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
+            json.dump(record.labels, out, ensure_ascii=False, indent=1)
+        save_encoder_files(encoder, partial)
+        with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
+            json.dump({"vocab_tokens": len(encoder.tokenizer.vocab), "tokenization": record.tokenization}, out)
+        for name, state in (extra_state or {}).items():
+            save_state(state, os.path.join(partial, name))
+        for name, obj in (extra_json or {}).items():
+            with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
+                json.dump(obj, out, indent=1)
+        swap_in_directory(partial, directory)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 def resolve_checkpoint(directory: str) -> str:
     """The directory itself, or the copy left by a kill between the two renames of a save."""
     if os.path.isdir(directory):
         return directory
-    if os.path.isdir(directory + ".previous"):
-        return directory + ".previous"
+    for previous in previous_versions(directory):
+        return previous
     raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
 
 
@@ -120,9 +123,13 @@ def _read_labels(directory: str) -> List[str]:
     try:
         with open(os.path.join(directory, "labels.json"), encoding="utf-8") as handle:
             labels = json.load(handle)
-        assert isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)
+        assert isinstance(labels, list) and labels and all(isinstance(x, str) and x.strip() for x in labels)
     except (ValueError, AssertionError):
         raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:  # the model's outputs are in label order: a repeated name would rename the types after it
+        raise CheckpointError(f"{directory}/labels.json names {', '.join(repeated)} more than once; restore the file "
+                              f"from the run (every type once, in the order the model was trained with)")
     return labels
 
 
@@ -135,9 +142,14 @@ def read_thresholds(directory: str, labels: List[str]) -> Optional[List[float]]:
     try:
         with open(path, encoding="utf-8") as handle:
             thresholds = json.load(handle)["thresholds"]
-        values = [float(thresholds[label]) for label in labels]
+        values = [thresholds[label] for label in labels]
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"{path} is corrupted or not for this model's labels ({error!r}): {fix}") from None
+    wrong = [f"{label}: {value!r}" for label, value in zip(labels, values)
+             if isinstance(value, bool) or not isinstance(value, (int, float))]
+    if wrong:
+        raise CheckpointError(f"{path}: thresholds must be JSON numbers, got {', '.join(wrong)}: {fix}")
+    values = [float(value) for value in values]
     if not all(math.isfinite(value) for value in values) or set(thresholds) != set(labels):
         raise CheckpointError(f"{path} needs one finite threshold for each of {', '.join(labels)}: {fix}")
     return values
@@ -176,6 +188,7 @@ def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfi
         raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
     labels = _read_labels(directory)
+    check_position_limit(config, saved_position_limit(directory))
     # checkpoints of earlier versions saved the resolved tokenization in their config
     tokenization = info.get("tokenization") or load_config(os.path.join(directory, "config.yaml")).data.tokenization
     if config.data.labels and list(config.data.labels) != labels:
@@ -220,7 +233,6 @@ def build_from_checkpoint(directory: str, config: RunConfig, record: ModelRecord
         encoder_model = encoder_architecture(directory)
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json
         raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
-    check_position_limit(config, encoder_model)
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
     model = build_model(config, encoder, len(record.labels))
     load_weights(model, directory)

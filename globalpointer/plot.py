@@ -5,6 +5,8 @@ import csv
 import os
 import sys
 
+from .files import atomic_output
+
 
 def plot_run(run_dir: str) -> str:
     import matplotlib
@@ -28,8 +30,8 @@ def plot_run(run_dir: str) -> str:
     figure.suptitle(os.path.basename(os.path.abspath(run_dir)))
     figure.tight_layout()
     target = os.path.join(run_dir, "metrics.png")
-    figure.savefig(target + ".tmp.png", dpi=100)
-    os.replace(target + ".tmp.png", target)
+    with atomic_output(target, binary=True) as out:
+        figure.savefig(out, format="png", dpi=100)
     return target
 
 

@@ -7,6 +7,7 @@ With ``label-studio`` output each line is that payload as a Label Studio task in
 one JSON array (``[`` and ``]`` on lines of their own), which Label Studio imports.
 """
 import codecs
+import hashlib
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple
 from tqdm import tqdm
 
 from .errors import UserError
+from .files import atomic_output
 from .label_studio import label_studio_task
 from .spans import Record
 
@@ -45,8 +47,15 @@ def parse_line(raw: bytes, input_format: str) -> ParsedLine:
         return ParsedLine({"text": "", "entities": []}, "")
     try:
         obj = json.loads(decoded)
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # what the output line will hold must be UTF-8
     except json.JSONDecodeError as error:
         return ParsedLine({"text": decoded, "entities": [], "error": f"malformed JSON: {error.msg}"}, None)
+    except UnicodeEncodeError:
+        return ParsedLine({"text": decoded, "entities": [], "error": "the JSON holds a lone surrogate (\\ud800 to "
+                                                                     "\\udfff), which is no character"}, None)
+    except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than Python's stack
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+        return ParsedLine({"text": decoded, "entities": [], "error": f"unreadable JSON: {reason}"}, None)
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return ParsedLine({"text": decoded, "entities": [], "error": 'a JSON line needs a string "text" field'}, None)
     return ParsedLine(dict(obj), obj["text"])
@@ -59,6 +68,8 @@ def sniff_format(first_line: bytes) -> str:
         return "jsonl" if isinstance(obj, dict) and "text" in obj else "text"
     except (UnicodeDecodeError, json.JSONDecodeError):
         return "text"
+    except (ValueError, RecursionError):  # JSON past Python's limits: parse_line names them line by line
+        return "jsonl" if first_line.lstrip().startswith(b"{") else "text"
 
 
 def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[bytes]]:
@@ -137,28 +148,27 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
 def predict_file(extractor: "Extractor", input_path: str, output_path: str, input_format: str = "auto",
                  lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "",
                  on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
-    """``-`` means standard input / output.  A file output is written to ``.partial`` and renamed
-    at the end, so a finished file is always complete."""
+    """``-`` means standard input / output.  A file output is written under a temporary name and
+    renamed at the end, so a finished file is always complete."""
     total = os.path.getsize(input_path) if input_path != "-" else None
     source = sys.stdin.buffer if input_path == "-" else open(input_path, "rb")
     try:
         if output_path == "-":
             writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload)
             return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
-        directory = os.path.dirname(os.path.abspath(output_path))
-        os.makedirs(directory, exist_ok=True)
-        partial = output_path + ".partial"
+        sink = None
         try:
-            with open(partial, "w", encoding="utf-8") as sink:
+            with atomic_output(output_path) as sink:
                 writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload)
-                counts = predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
+                return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
         except KeyboardInterrupt:
-            with open(partial, "rb") as done:
+            if sink is None:
+                raise
+            sink.close()
+            with open(sink.partial_name, "rb") as done:
                 written = sum(1 for _ in done)
             raise KeyboardInterrupt(f"interrupted: {output_path} was not written; the output lines of the first "
-                                    f"{written} input lines are in {partial}") from None
-        os.replace(partial, output_path)
-        return counts
+                                    f"{written} input lines are in {sink.partial_name}") from None
     finally:
         if source is not sys.stdin.buffer:
             source.close()
@@ -185,46 +195,50 @@ def file_input_format(path: str, requested: str) -> str:
     return "text"
 
 
+def part_files(output_path: str, world_size: int) -> List[str]:
+    """The names of the processes' shares of one launch: the launch's address list (the same in
+    every process of it, new in the next) keeps them apart from any file of the user's or of another
+    launch."""
+    launch = hashlib.sha1(os.environ.get("PADDLE_TRAINER_ENDPOINTS", "").encode()).hexdigest()[:10]
+    return [f"{output_path}.part-{rank}-of-{world_size}.{launch}" for rank in range(world_size)]
+
+
 def predict_file_share(extractor: "Extractor", input_path: str, output_path: str, input_format: str,
                        lines_per_chunk: int, rank: int, world_size: int, barrier, output_format: str = "jsonl",
                        model_version: str = "", on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
     """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
-    into ``OUT.part-RANK-of-N`` (written to .partial and renamed), wait for every process
-    (``barrier``), then rank 0 joins the parts in order into ``OUT``, the same file one process writes."""
+    into its part file (``part_files``), wait for every process (``barrier``), then rank 0 joins the
+    parts in order into ``OUT``, the same file one process writes."""
     if "-" in (input_path, output_path):
         raise UserError("several processes need --input and --output files, not standard input or output")
     total = count_lines(input_path)
     first, stop = total * rank // world_size, total * (rank + 1) // world_size
     input_format = file_input_format(input_path, input_format)
-    part = f"{output_path}.part-{rank}-of-{world_size}"
+    parts = part_files(output_path, world_size)
     with open(input_path, "rb") as source:
         share = itertools.islice(source, first, stop)
-        with open(part + ".partial", "w", encoding="utf-8") as sink:
+        with atomic_output(parts[rank]) as sink:
             writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload)
             counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
-    os.replace(part + ".partial", part)
     barrier()
     if rank == 0:
-        parts = [f"{output_path}.part-{r}-of-{world_size}" for r in range(world_size)]
-        if output_format == "label-studio":
-            _join_as_array(parts, output_path + ".partial")
-        else:
-            with open(output_path + ".partial", "wb") as joined:
+        with atomic_output(output_path) as joined:
+            if output_format == "label-studio":
+                _join_as_array(parts, joined)
+            else:
                 for name in parts:
-                    with open(name, "rb") as piece:
+                    with open(name, encoding="utf-8") as piece:
                         shutil.copyfileobj(piece, joined)
-        os.replace(output_path + ".partial", output_path)
         for name in parts:
             os.remove(name)
     return counts
 
 
-def _join_as_array(parts: List[str], output_path: str) -> None:
+def _join_as_array(parts: List[str], joined: TextIO) -> None:
     """JSON lines of the parts -> the one JSON array a single process writes."""
-    with open(output_path, "w", encoding="utf-8") as joined:
-        writer = PredictionWriter(joined, array=True)
-        for name in parts:
-            with open(name, encoding="utf-8") as piece:
-                for line in piece:
-                    writer.write_json(line.rstrip("\n"))
-        writer.close()
+    writer = PredictionWriter(joined, array=True)
+    for name in parts:
+        with open(name, encoding="utf-8") as piece:
+            for line in piece:
+                writer.write_json(line.rstrip("\n"))
+    writer.close()

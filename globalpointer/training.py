@@ -4,6 +4,7 @@ import contextlib
 import csv
 import dataclasses
 import functools
+import glob
 import json
 import logging
 import math
@@ -19,9 +20,10 @@ from tqdm import tqdm
 from .config import RunConfig, dump_config, flatten_config, load_config, require_files
 from .data.batching import collate, length_grouped_batches
 from .data.splits import check_types, infer_labels, load_split, text_encoder_for
-from .encoders import check_position_limit, load_encoder
-from .errors import CheckpointError, ConfigError
-from .files import atomic_write_json, atomic_write_text
+from .encoders import check_position_limit, load_encoder, position_limit
+from .errors import CheckpointError, ConfigError, TrainingError
+from .files import (PARTIAL, PREVIOUS, RunLock, atomic_write_json, atomic_write_text, input_relation,
+                    previous_versions)
 from .inference import Extractor, model_inputs
 from .metrics import format_report, span_report
 from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
@@ -35,9 +37,12 @@ log = logging.getLogger(__name__)
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.safetensors"
 EMA_STATE = "ema.safetensors"  # with train.ema_decay: the average's weights, in last/ for --resume
-# What a run writes into its directory; --overwrite removes exactly these, nothing else in it.
-RUN_FILES = ("best", "last", "best.previous", "last.previous", "best.partial", "last.partial", "metrics.csv",
-             "metrics.png", "config.yaml", "dev_report.json", "test_report.json", "summary.json")
+# What a run writes into its directory; --overwrite removes exactly these (and the copies of best/
+# and last/ that a kill during a save leaves), nothing else in it.
+CHECKPOINTS = ("best", "last")
+RUN_FILES = (*CHECKPOINTS, "metrics.csv", "metrics.png", "config.yaml", "dev_report.json", "test_report.json",
+             "summary.json")
+RUN_MARKERS = (*CHECKPOINTS, "metrics.csv")  # a directory holding one of these holds a run
 # f1_without_average: with train.ema_decay, the dev F1 of the trained weights themselves (the other
 # columns are the average's), so that one run shows what the average adds
 METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "f1_without_average", "seconds",
@@ -99,15 +104,19 @@ def amp_dtype(requested: str, on_gpu: bool) -> Optional[str]:
     return requested
 
 
-def check_run_directory(run_dir: str, resume: bool, overwrite: bool) -> None:
-    """Before any work: a finished run is never replaced by accident, and the directory is usable."""
+def check_run_directory(run_dir: str, inputs: List[str]) -> None:
+    """Before any work: the directory is usable, and nothing the run writes is one of its inputs
+    (``train.py --config RUN/config.yaml`` would rewrite the user's config)."""
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ConfigError(f"output_dir {run_dir} is a file, not a directory; set output_dir to a directory "
                           f"(--set output_dir=runs/NAME)")
-    held = [name for name in RUN_FILES[:7] if os.path.exists(os.path.join(run_dir, name))]
-    if held and not (resume or overwrite):
-        raise ConfigError(f"output_dir {run_dir} already holds a run ({', '.join(held)}); pass --resume to continue "
-                          f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
+    for name in RUN_FILES:
+        for source in inputs:
+            relation = input_relation(os.path.join(run_dir, name), source)
+            if relation:
+                raise ConfigError(f"{source} is an input of this run, but output_dir {run_dir} would replace "
+                                  f"{os.path.join(run_dir, name)}, which {relation} it; copy the input out of the run "
+                                  f"directory and name the copy, or set another output_dir")
     try:
         os.makedirs(run_dir, exist_ok=True)
     except OSError as error:
@@ -116,13 +125,37 @@ def check_run_directory(run_dir: str, resume: bool, overwrite: bool) -> None:
         raise ConfigError(f"output_dir {run_dir} is not writable; choose another (--set output_dir=...)")
 
 
+def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
+    """A finished run is never replaced by accident."""
+    held = [name for name in RUN_MARKERS if os.path.exists(os.path.join(run_dir, name))]
+    held += [os.path.basename(path) for name in CHECKPOINTS for path in previous_versions(os.path.join(run_dir, name))]
+    if held and not (resume or overwrite):
+        raise ConfigError(f"output_dir {run_dir} already holds a run ({', '.join(held)}); pass --resume to continue "
+                          f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
+
+
 def remove_run_files(run_dir: str) -> None:
-    for name in RUN_FILES:
-        path = os.path.join(run_dir, name)
+    leftovers = [path for name in CHECKPOINTS for infix in (PARTIAL, PREVIOUS)
+                 for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")]
+    for path in [os.path.join(run_dir, name) for name in RUN_FILES] + leftovers:
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def diverged(found: str, progress: "Progress", config: RunConfig) -> TrainingError:
+    return TrainingError(f"step {progress.global_step + 1}: {found}; training diverged, most likely because the "
+                         f"learning rate is too high (train.lr={config.train.lr:g}, train.head_lr="
+                         f"{config.train.head_lr:g}): lower it, e.g. --set train.lr={config.train.lr / 10:g}, and "
+                         f"train again (--overwrite). Nothing was saved from these weights")
+
+
+def check_finite_weights(model, progress: "Progress", config: RunConfig) -> None:
+    """Before anything is evaluated or saved: a checkpoint never holds NaN or infinite weights."""
+    bad = [name for name, parameter in model.named_parameters() if not bool(paddle.isfinite(parameter).all())]
+    if bad:
+        raise diverged(f"{len(bad)} weight tensors are not finite ({', '.join(bad[:3])}, ...)", progress, config)
 
 
 # Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
@@ -199,8 +232,15 @@ def _keep_metrics_until(path: str, step: int) -> None:
     (the resumed run logs those steps again)."""
     if not os.path.exists(path):
         return
+    rows = []
     with open(path, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= step]
+        reader = csv.DictReader(handle)
+        for row in reader:
+            if not (row.get("step") or "").isdigit():
+                raise CheckpointError(f"{path}:{reader.line_num}: step {row.get('step')!r} is not a whole number; "
+                                      f"the file was edited or is corrupted: fix or delete that row")
+            if int(row["step"]) <= step:
+                rows.append(row)
     if not rows:
         os.remove(path)
         return
@@ -278,16 +318,27 @@ def evaluate(extractor: Extractor, records: List[Record], labels: List[str], run
 
 
 def train(config: RunConfig, resume: bool = False, build: Callable = build_model, overwrite: bool = False,
-          resume_anyway: bool = False) -> dict:
+          resume_anyway: bool = False, config_file: str = "") -> dict:
     """Train, evaluate and checkpoint into ``config.output_dir``; returns the run summary.
 
     A directory that holds a run is continued (``resume``, which refuses a changed config unless
     ``resume_anyway``) or replaced (``overwrite``); otherwise it is an error, before any work.
     ``build(config, encoder, num_types)`` makes the model: another model (bench/vs_paddlenlp_f1.py
     trains PaddleNLP's GlobalPointer this way) needs the same call signature and a ``head`` with
-    ``loss`` and ``decode``, and its checkpoints load only with it."""
+    ``loss`` and ``decode``, and its checkpoints load only with it.  ``config_file``: where ``config``
+    was read from (an input the run must not overwrite).  One process at a time writes a run
+    directory (``RunLock``)."""
     require_files(config, ["train"])
-    check_run_directory(config.output_dir, resume, overwrite)
+    check_run_directory(config.output_dir, [config_file, config.data.train, config.data.dev, config.data.test,
+                                            config.model.encoder])
+    check_no_run(config.output_dir, resume, overwrite)
+    writes = int(os.environ.get("PADDLE_TRAINER_ID", "0")) == 0  # data parallel: only rank 0 writes
+    with RunLock(config.output_dir) if writes else contextlib.nullcontext():
+        check_no_run(config.output_dir, resume, overwrite)  # again, now that no other run can start writing
+        return _train(config, resume, build, overwrite, resume_anyway)
+
+
+def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, resume_anyway: bool) -> dict:
     runtime: Runtime = setup_runtime(config.device, config.cpu_threads)
     train_cfg = config.train
 
@@ -302,7 +353,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
     # encoder, windows, model, optimizer
     seed_everything(train_cfg.seed)  # the 'tiny' test encoder is random
     encoder = load_encoder(config.model.encoder)
-    check_position_limit(config, encoder.model)
+    check_position_limit(config, position_limit(encoder.model))
     text_encoder = text_encoder_for(config, encoder.tokenizer)
     record = ModelRecord(labels, text_encoder.mode)  # what "auto" became and the types; the config stays as written
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
@@ -354,6 +405,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                     fgm.remember_gradient()
                 loss, dropped = forward_backward(trained, model.head, inputs, gold, dtype, scaler,
                                                  train_cfg.grad_accum_steps, train_cfg.rdrop_alpha)
+                if scaler is None and not math.isfinite(loss):  # float16's loss scaling skips such steps itself
+                    raise diverged(f"the training loss is {loss}", progress, config)
                 if fgm is not None and fgm.attack():  # the loss on moved embeddings: one pass, without R-Drop
                     forward_backward(trained, model.head, inputs, gold, dtype, scaler, train_cfg.grad_accum_steps)
                     fgm.restore()
@@ -396,6 +449,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_model
                     stopped_early = evaluate_and_save()
     bar.close()
     if interrupted:
+        check_finite_weights(model, progress, config)
         run.save_last(model, optimizer, ema, progress)
         raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {run.last}, continue with --resume")
     if stopped_early and runtime.is_main:
@@ -455,6 +509,7 @@ def _evaluate_and_save(run: RunDirectory, model, optimizer, ema: Optional[EMA], 
     """Evaluate on dev, log a metrics row, save the best (with EMA: the average's weights, also
     scoring the trained weights for the log) and last checkpoints, reset the running loss; True when
     patience has run out."""
+    check_finite_weights(model, progress, config)
     with progress.evaluation_time():
         train_loss = sum(losses) / max(len(losses), 1)
         losses.clear()

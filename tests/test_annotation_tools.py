@@ -79,13 +79,17 @@ def test_label_studio_export(tmp_path):
     assert second.entities == []  # the cancelled annotation is not the answer
 
 
-def test_label_studio_task_without_annotation_is_an_error_or_skipped(tmp_path):
+def test_label_studio_tasks_without_annotation_or_cancelled_are_left_out_and_counted(tmp_path, caplog):
     tasks = LABEL_STUDIO_EXPORT + [{"id": 3, "data": {"text": "Unlabelled"}, "annotations": [],
-                                    "predictions": [{"result": []}]}]
-    path = write(tmp_path, "export.json", json.dumps(tasks))
-    with pytest.raises(DataError, match="task 3 has no annotation"):
-        read_records(path)
-    assert len(read_records(path, on_error="skip")) == 2
+                                    "predictions": [{"result": []}]},
+                                   {"id": 4, "data": {"text": "Skipped"}, "annotations": [
+                                       {"id": 12, "was_cancelled": True, "result": []}]}]
+    path = write(tmp_path, "export.json", json.dumps(tasks, indent=1))
+    assert [r.text for r in read_records(path)] == ["Alice met Bob in Paris.", "Nothing here."]
+    assert "left out 1 tasks without annotation" in caplog.text and "1 cancelled tasks" in caplog.text
+    only_unannotated = write(tmp_path, "none.json", json.dumps(tasks[2:], indent=1))
+    with pytest.raises(DataError, match="no usable records.*1 tasks without annotation.*1 cancelled tasks"):
+        read_records(only_unannotated)
 
 
 def test_old_utf16_offsets_are_converted_when_the_text_says_so(tmp_path):
@@ -149,7 +153,7 @@ def test_round_trip_through_label_studio(tmp_path):
     records = read_records(write(tmp_path, "export.json", json.dumps(exported)))
     assert [spans(r) for r in records] == [[(0, 5, "PER", "Alice"), (15, 20, "LOC", "Paris")], [(0, 5, "LOC", "Paris")]]
     # Without annotations (not yet reviewed) the tasks are not training data.
-    with pytest.raises(DataError, match="no annotation"):
+    with pytest.raises(DataError, match="no usable records.*2 tasks without annotation"):
         read_records(write(tmp_path, "tasks.json", sink.getvalue()))
 
 

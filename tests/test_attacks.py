@@ -222,7 +222,7 @@ def test_non_finite_numbers_are_config_errors(override):
 def test_negative_batch_size_is_refused(trained, capsys):
     with pytest.raises(SystemExit) as stop:
         predict_main(["--model", str(trained / "run" / "best"), "--batch-size", "-1"])
-    assert stop.value.code == 2 and "must be greater than 0, got -1" in capsys.readouterr().err
+    assert stop.value.code == 2 and "must be 1 or more, got -1" in capsys.readouterr().err
 
 
 def test_max_length_beyond_the_encoders_positions(trained, tmp_path, capsys):

@@ -151,14 +151,3 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
     dynamic = globalpointer.load(str(checkpoint), backend="dynamic")
     assert [[(e["start"], e["end"], e["type"]) for e in found] for found in earlier.pipe(texts)] == \
         [[(e["start"], e["end"], e["type"]) for e in found] for found in dynamic.pipe(texts)]
-
-
-@pytest.mark.parametrize("content", ["[1]", "{not json"])
-def test_a_corrupted_export_json_is_an_error_that_says_what_to_do(tmp_path, content):
-    from globalpointer.backends import EXPORT_INFO, export_packs_texts
-    from globalpointer.errors import CheckpointError
-
-    assert export_packs_texts(str(tmp_path)) is False  # an export of an earlier version
-    (tmp_path / EXPORT_INFO).write_text(content)
-    with pytest.raises(CheckpointError, match="export.json is corrupted.*export the checkpoint again"):
-        export_packs_texts(str(tmp_path))

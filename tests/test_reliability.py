@@ -72,8 +72,8 @@ def test_weights_of_another_model(checkpoint_copy, trained):
 
 
 def test_interrupted_save_falls_back_to_previous(checkpoint_copy, trained, tmp_path):
-    """A kill between the two renames of a checkpoint save leaves DIR.previous: loading finds it."""
-    previous = tmp_path / "best.previous"
+    """A kill between the two renames of a checkpoint save leaves DIR.previous-XXXX: loading finds it."""
+    previous = tmp_path / "best.previous-k1ll3d"
     checkpoint_copy.rename(previous)
     loaded = load_checkpoint(str(checkpoint_copy))
     assert loaded.directory == str(previous)

@@ -7,9 +7,11 @@ e.g. the deterministic CMeEE split used in docs/RESULTS.md:
     python -m globalpointer.data.convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_test.jsonl --skip 4000
 """
 import argparse
-import os
 import sys
 
+from ..arguments import whole_number
+from ..errors import DataError
+from ..files import check_output_file
 from .readers import read_records, write_jsonl_records
 
 
@@ -18,12 +20,14 @@ def _convert(argv) -> int:
     parser.add_argument("input")
     parser.add_argument("output")
     parser.add_argument("--format", default="auto", help="input format (default: detected)")
-    parser.add_argument("--skip", type=int, default=0, help="leave out the first N records")
-    parser.add_argument("--take", type=int, default=0, help="keep at most N records after --skip (0: all)")
+    parser.add_argument("--skip", type=whole_number(0), default=0, help="leave out the first N records")
+    parser.add_argument("--take", type=whole_number(0), default=0, help="keep at most N records after --skip (0: all)")
     args = parser.parse_args(argv)
-    records = read_records(args.input, args.format)[args.skip:]
-    records = records[:args.take] if args.take else records
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    check_output_file(args.output, "OUTPUT", [args.input])
+    records = read_records(args.input, args.format)
+    if args.skip >= len(records):
+        raise DataError(f"{args.input}: --skip {args.skip} leaves none of its {len(records)} records")
+    records = records[args.skip:args.skip + args.take] if args.take else records[args.skip:]
     write_jsonl_records(records, args.output)
     print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
     return 0

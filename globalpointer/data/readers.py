@@ -10,6 +10,7 @@ export, {"text", "label": [{start, end, labels}]}, reads the same way) and ``lab
 ``chars`` (one character and its tag per line, MSRA) and ``conll`` (one word per line, tag in the
 last column, words joined by spaces).  ``auto`` tells them apart.
 """
+import difflib
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ class ErrorPolicy:
         self.mode = mode
         self.skipped: List[str] = []
         self.repaired: List[str] = []
+        self.left_out: Dict[str, List[str]] = {}  # reason -> where: tasks that are no training example
 
     def __call__(self, error: DataError) -> None:
         if self.mode != "skip":
@@ -43,7 +45,15 @@ class ErrorPolicy:
     def repair(self) -> Optional[Callable[[str], None]]:
         return self.repaired.append if self.mode == "repair" else None
 
+    def leave_out(self, reason: str, where: str) -> None:
+        self.left_out.setdefault(reason, []).append(where)
+
+    def left_out_summary(self) -> str:
+        return "; ".join(f"{len(wheres)} {reason} (first: {wheres[0]})" for reason, wheres in self.left_out.items())
+
     def report(self, path: str) -> None:
+        if self.left_out:
+            log.warning("%s: left out %s", path, self.left_out_summary())
         if self.skipped:
             log.warning("%s: skipped %d malformed record(s) (data.on_error=skip); first: %s",
                         path, len(self.skipped), self.skipped[0])
@@ -69,6 +79,12 @@ def read_text(path: str) -> str:
 
 # ---- JSON formats ------------------------------------------------------------------------------
 
+def lines(text: str) -> List[str]:
+    """The file's lines, split on \\n alone (and a \\r before it), as JSON lines are: str.splitlines
+    would also split on U+2028, U+2029, U+0085 and other characters that JSON writes raw inside strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
     """(line number, object) for a JSON array file or a JSON-lines file.  An array must be the whole
     file: a missing ``]`` or anything after it would silently lose records, so both are errors."""
@@ -76,13 +92,16 @@ def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[T
     if stripped.startswith("["):
         yield from _iter_json_array(path, text, len(text) - len(stripped))
         return
-    for number, line_text in enumerate(text.splitlines(), 1):
+    for number, line_text in enumerate(lines(text), 1):
         if not line_text.strip():
             continue
         try:
             yield number, json.loads(line_text)
         except json.JSONDecodeError as error:
             on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
+        except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than the stack
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+            on_error(DataError(f"{path}:{number}: unreadable JSON ({reason})"))
 
 
 def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, dict]]:
@@ -120,6 +139,9 @@ def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, 
             obj, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise DataError(f"{path}:{line_at(error.pos)}: malformed JSON: {error.msg}") from None
+        except (ValueError, RecursionError):
+            raise DataError(f"{path}:{line_at(position)}: unreadable JSON (a number over 4,300 digits, or nesting "
+                            f"deeper than Python's stack)") from None
         yield line_at(position), obj
         position, expect_record = skip_space(end), False
 
@@ -132,7 +154,18 @@ def _text_of(obj, where: str) -> str:
         raise DataError(f"{where}: \"text\" must be a string, got {type(text).__name__}")
     if not text.strip():
         raise DataError(f"{where}: the text is empty" if not text else f"{where}: the text is only whitespace")
+    check_characters(text, where)
     return text
+
+
+def check_characters(text: str, where: str) -> None:
+    """A JSON escape such as \\ud800 gives a lone surrogate, which is no character: it cannot be
+    tokenized, shown or written back as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DataError(f"{where}: the text holds a lone surrogate {text[error.start]!r} at character {error.start}, "
+                        f"which is no character (a broken \\uXXXX escape); fix the record") from None
 
 
 def utf16_to_code_points(text: str, start: int, end: int) -> Tuple[int, int]:
@@ -185,6 +218,38 @@ def _entity_list(obj: dict, where: str) -> list:
     if not isinstance(entities, list):
         raise DataError(f"{where}: \"entities\" must be a list of objects, got {entities!r}")
     return entities
+
+
+class LeftOut(Exception):
+    """A record that is no training example, and no error: an annotation tool's task that nobody
+    annotated, or whose annotations were all cancelled.  Counted and left out; a text "without
+    entities" is only what an annotator said has none."""
+
+
+# The keys that hold a JSON format's entities.  A record key that belongs to another format, or is a
+# near miss of one ("entitys"), is an error: read as no entities, it would silently teach the model
+# that the text has none.
+ENTITY_KEYS = {"cluener": ("label",), "cmeee": ("entities",), "jsonl": ("entities",),
+               "doccano": ("label", "labels", "entities"), "label-studio": ("annotations",)}
+ALL_ENTITY_KEYS = sorted({key for keys in ENTITY_KEYS.values() for key in keys})
+
+
+def check_entity_keys(obj, fmt: str, where: str) -> None:
+    """Only keys whose values could hold entities (lists, objects) are judged: tools add metadata
+    such as "annotator" or "total_annotations" beside them."""
+    if not isinstance(obj, dict):
+        return
+    own = ENTITY_KEYS[fmt]
+    for key, value in obj.items():
+        if key in own or not isinstance(value, (list, dict)):
+            continue
+        if key in ALL_ENTITY_KEYS:
+            raise DataError(f"{where}: {key!r} holds entities in another format than {fmt}, which reads "
+                            f"{' or '.join(own)}; set data.format to the file's format, or fix the record")
+        close = difflib.get_close_matches(key, ALL_ENTITY_KEYS, n=1, cutoff=0.7)
+        if close:
+            raise DataError(f"{where}: unknown key {key!r}; did you mean {close[0]!r}? ({fmt} reads entities "
+                            f"from {' or '.join(own)})")
 
 
 def parse_cluener(obj, where: str) -> Record:
@@ -249,7 +314,9 @@ def _labelled_region(text: str, value: dict, where: str) -> List[Entity]:
 
 def parse_doccano(obj, where: str) -> Record:
     text = _text_of(obj, where)
-    key = next((k for k in ("label", "labels", "entities") if k in obj), "label")
+    key = next((k for k in ENTITY_KEYS["doccano"] if k in obj), None)
+    if key is None:  # Label Studio's JSON-MIN lists tasks nobody annotated without "label"
+        raise LeftOut("tasks without annotation")
     items = obj.get(key) or []
     if not isinstance(items, list):
         raise DataError(f"{where}: \"{key}\" must be a list of labels, got {items!r}")
@@ -270,17 +337,19 @@ def _task_text(data, where: str) -> str:
 
 
 def parse_label_studio(obj, where: str) -> Record:
-    """A task's first annotation that was not cancelled; its ``labels`` regions are the entities
-    (other result types, such as relations or choices, are not entities and are passed over)."""
+    """A task's ground-truth annotation, else its first one not cancelled; its ``labels`` regions are
+    the entities (other result types, such as relations or choices, are not entities and are passed
+    over).  A task without annotation, or whose annotations were all cancelled (skipped), is left out."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: a Label Studio task must be an object with \"data\" and \"annotations\"")
     text = _task_text(obj.get("data"), where)
-    annotations = [a for a in obj.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
+    given = [a for a in obj.get("annotations") or [] if isinstance(a, dict)]
+    annotations = [a for a in given if not a.get("was_cancelled")]
     if not annotations:
-        raise DataError(f"{where}: task {obj.get('id', '')} has no annotation (only predictions or none); "
-                        f"annotate it, or set data.on_error=skip to leave unannotated tasks out")
+        raise LeftOut("cancelled tasks" if given else "tasks without annotation")
+    chosen = next((a for a in annotations if a.get("ground_truth")), annotations[0])
     entities = []
-    for result in annotations[0].get("result") or []:
+    for result in chosen.get("result") or []:
         if isinstance(result, dict) and result.get("type", "labels") == "labels" and "value" in result:
             entities.extend(_labelled_region(text, result["value"], where))
     return Record(text, sorted(set(entities)), where)
@@ -294,21 +363,39 @@ JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
 TAGGED_JOINERS: Dict[str, str] = {"chars": "", "conll": " "}
 
 
-def json_format_of(obj) -> str:
-    if isinstance(obj, dict):
-        if isinstance(obj.get("data"), dict) and ("annotations" in obj or "predictions" in obj):
-            return "label-studio"
-        if isinstance(obj.get("label"), dict):
-            return "cluener"
-        if isinstance(obj.get("label"), list) or isinstance(obj.get("labels"), list):
-            return "doccano"
-        entities = obj.get("entities") or []
-        if isinstance(entities, list) and entities and isinstance(entities[0], dict):
-            if "start_idx" in entities[0]:
-                return "cmeee"
-            if "start_offset" in entities[0]:
-                return "doccano"
-    return "jsonl"
+def record_format(obj) -> Optional[str]:
+    """The JSON format a record's own keys show, or None when they show none (a text without
+    entities, or an unannotated task, fits several)."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("data"), dict) and ("annotations" in obj or "predictions" in obj):
+        return "label-studio"
+    if isinstance(obj.get("label"), dict):
+        return "cluener"
+    if isinstance(obj.get("label"), list) or isinstance(obj.get("labels"), list):
+        return "doccano"
+    entities = obj.get("entities")
+    first = next((e for e in entities if isinstance(e, dict)), None) if isinstance(entities, list) else None
+    if first is None:
+        return None
+    if "start_idx" in first:
+        return "cmeee"
+    return "doccano" if "start_offset" in first else "jsonl"
+
+
+def json_format(path: str, objects: List[Tuple[int, object]]) -> str:
+    """The one format every record of the file agrees with: records that show none fit any; records
+    that show two are an error naming the first line of each."""
+    first_line: Dict[str, int] = {}
+    for line, obj in objects:
+        fmt = record_format(obj)
+        if fmt and fmt not in first_line:
+            first_line[fmt] = line
+    if len(first_line) > 1:
+        (a, line_a), (b, line_b) = sorted(first_line.items(), key=lambda item: item[1])[:2]
+        raise DataError(f"{path}: records in two formats, {a} (first on line {line_a}) and {b} (first on line "
+                        f"{line_b}); a file holds one format: convert or split it")
+    return next(iter(first_line), "jsonl")
 
 
 # ---- tagged formats ----------------------------------------------------------------------------
@@ -316,7 +403,7 @@ def json_format_of(obj) -> str:
 def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], List[str], List[str]]]:
     """(tokens, tags, file:line per token) per blank-line-separated sentence."""
     tokens, tags, where = [], [], []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines(text), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("-DOCSTART-"):
             if tokens:
@@ -350,53 +437,96 @@ def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: 
     return Record(text, entities, where[0])
 
 
+def is_json_file(text: str) -> bool:
+    return text.lstrip()[:1] in ("[", "{")
+
+
 def detect_format(path: str, text: str) -> str:
-    head = text.lstrip()[:1]
-    if head in "[{":
-        for _, obj in iter_json_objects(path, text, ErrorPolicy("skip")):
-            return json_format_of(obj)
-        return "jsonl"
-    lines = [line for line in text.splitlines()[:200] if line.strip()]
-    if any(line.startswith("-DOCSTART-") for line in lines):
+    """The file's format, from every record of a JSON file, from the first 200 lines of a tagged one."""
+    if is_json_file(text):
+        return json_format(path, list(iter_json_objects(path, text, ErrorPolicy("skip"))))
+    head = [line for line in lines(text)[:200] if line.strip()]
+    if any(line.startswith("-DOCSTART-") for line in head):
         return "conll"
-    first_columns = [(line.split("\t") if "\t" in line else line.split())[0] for line in lines]
-    if any(len(line.split()) >= 3 for line in lines) or any(len(c) > 1 for c in first_columns):
+    first_columns = [(line.split("\t") if "\t" in line else line.split())[0] for line in head]
+    if any(len(line.split()) >= 3 for line in head) or any(len(c) > 1 for c in first_columns):
         return "conll"
     return "chars"
 
 
 def read_records(path: str, format: str = "auto", on_error: str = "raise", limit: int = 0) -> List[Record]:
-    """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out."""
+    """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out.
+    Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted."""
     text = read_text(path)
-    fmt = detect_format(path, text) if format == "auto" else format
-    if format == "auto":  # said once per file: a file read in the wrong format is noticed before training
-        log.info("%s: format %s (detected; set data.format to read it otherwise)", path, fmt)
     policy = ErrorPolicy(on_error)
+    objects = list(iter_json_objects(path, text, policy)) if format in ("auto", *JSON_PARSERS) and \
+        (format != "auto" or is_json_file(text)) else None
+    if format != "auto":
+        fmt = format
+    else:  # said once per file: a file read in the wrong format is noticed before training
+        fmt = json_format(path, objects) if objects is not None else detect_format(path, text)
+        log.info("%s: format %s (detected; set data.format to read it otherwise)", path, fmt)
     records: List[Record] = []
 
-    def add(build: Callable[[], Record]):
+    def add(build: Callable[[], Record]) -> Optional[Record]:
         try:
             records.append(build())
+            return records[-1]
+        except LeftOut as reason:
+            policy.leave_out(str(reason), build.where)
         except DataError as error:
             policy(error)
+        return None
 
     if fmt in JSON_PARSERS:
-        for line, obj in iter_json_objects(path, text, policy):
-            add(lambda: JSON_PARSERS[fmt](obj, f"{path}:{line}"))
+        parse, seen = JSON_PARSERS[fmt], {}
+        for line, obj in objects:
+            where = f"{path}:{line}"
+
+            def build(obj=obj, where=where):
+                check_entity_keys(obj, fmt, where)
+                return parse(obj, where)
+
+            build.where = where
+            record = add(build)
+            if record is not None and fmt in ANNOTATION_EXPORTS:
+                _drop_duplicate(records, seen, obj, where)
             if limit and len(records) >= limit:
                 break
     elif fmt in TAGGED_JOINERS:
         joiner = TAGGED_JOINERS[fmt]
         for tokens, tags, where in iter_tagged_sentences(path, text):
-            add(lambda: tagged_record(tokens, tags, where, joiner, policy.repair))
+            build = lambda: tagged_record(tokens, tags, where, joiner, policy.repair)  # noqa: E731
+            build.where = where[0]
+            add(build)
             if limit and len(records) >= limit:
                 break
     else:
         raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_PARSERS, *TAGGED_JOINERS])}")
     policy.report(path)
     if not records:
-        raise DataError(f"{path}: no usable records (format {fmt})")
+        left_out = f"; left out {policy.left_out_summary()}" if policy.left_out else ""
+        raise DataError(f"{path}: no usable records (format {fmt}){left_out}")
     return records
+
+
+ANNOTATION_EXPORTS = ("doccano", "label-studio")
+
+
+def _drop_duplicate(records: List[Record], seen: Dict[object, Record], obj, where: str) -> None:
+    """An annotation export that lists one task twice (Label Studio's JSON-MIN does, once per
+    annotation): the same entities twice are kept once, different ones are an error naming both."""
+    record = records[-1]
+    key = ("id", json.dumps(obj.get("id"))) if isinstance(obj, dict) and "id" in obj else ("text", record.text)
+    earlier = seen.get(key)
+    if earlier is None:
+        seen[key] = record
+        return
+    records.pop()
+    if earlier.text != record.text or earlier.entities != record.entities:
+        raise DataError(f"{where}: task {key[1]} was already read on {earlier.source.rsplit(':', 1)[-1]} with "
+                        f"other entities ({earlier.source} and {where}): two annotations disagree; keep one (or "
+                        f"mark one as ground truth and export as JSON)")
 
 
 def write_jsonl_records(records: List[Record], path: str) -> None:

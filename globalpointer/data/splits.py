@@ -20,12 +20,11 @@ def load_split(config: RunConfig, key: str, path: str = None) -> List[Record]:
 
 
 def infer_labels(config: RunConfig, train_records: Sequence[Record]) -> List[str]:
-    if config.data.labels:
-        return list(config.data.labels)
     labels = sorted({e.type for r in train_records for e in r.entities})
-    if not labels:
-        raise DataError(f"{config.data.train}: no entities in the training data; nothing to learn")
-    return labels
+    if not labels:  # even with data.labels: a model trained on texts without entities learns to find none
+        raise DataError(f"{config.data.train}: no entities in {len(train_records)} training texts; nothing to "
+                        f"learn (is the file in the format it was read as? set data.format)")
+    return list(config.data.labels) or labels
 
 
 def check_types(records: Sequence[Record], labels: Sequence[str]) -> None:
