@@ -120,8 +120,12 @@ class ServeConfig:
     max_texts: int = _opt(256, "texts per request; more is answered with 413")
     max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413")
     max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413")
+    max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
+                                          "one request may cost; more is answered with 413")
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
     batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call")
+    rows_per_pass: int = _opt(16, "rows of one forward pass in the service: requests take turns pass by pass, so a "
+                                  "small request waits for at most one pass of a large one")
     shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish")
     workers: int = _opt(0, "service processes, each with its own copy of the model (about 0.7 GB) and "
                            "micro-batcher, the CPU's cores shared between them (cpu_threads: 0); 0: one per core "
@@ -309,7 +313,9 @@ def validate(config: RunConfig) -> None:
                 "train.eval_batch_size": config.train.eval_batch_size,
                 "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every,
                 "serve.max_texts": config.serve.max_texts, "serve.max_text_chars": config.serve.max_text_chars,
-                "serve.max_body_bytes": config.serve.max_body_bytes, "serve.batch_texts": config.serve.batch_texts}
+                "serve.max_body_bytes": config.serve.max_body_bytes, "serve.batch_texts": config.serve.batch_texts,
+                "serve.max_request_tokens": config.serve.max_request_tokens,
+                "serve.rows_per_pass": config.serve.rows_per_pass}
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{key} must be greater than 0, got {value}")

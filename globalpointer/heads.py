@@ -31,8 +31,9 @@ def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_ma
     cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
     limits = threshold_array(threshold)
     hits = logits > (float(limits[0]) if limits.size == 1 else paddle.to_tensor(limits.reshape(1, -1, 1, 1)))
-    if limits.min() <= MASKED_LOGIT / 2:  # masked cells hold score + MASKED_LOGIT: only this low may they pass
-        hits = hits & span_mask(token_mask, tril_mask)
+    # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT
+    # (weights of a diverging run) still lets through: the mask itself decides.
+    hits = hits & span_mask(token_mask, tril_mask)
     hits = paddle.nonzero(hits)
     if hits.shape[0] == 0:
         return [[] for _ in range(logits.shape[0])]

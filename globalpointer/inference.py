@@ -1,5 +1,5 @@
 """Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
-from typing import Callable, List, Sequence
+from typing import Callable, Generator, List, Sequence
 
 import paddle
 
@@ -33,22 +33,39 @@ class Extractor:
         self.batch_size = batch_size
         self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
 
-    @paddle.no_grad()
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
+        return run_steps(self.extract_steps(texts))
+
+    def extract_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[None, None, List[List[Entity]]]:
+        """``extract`` one forward pass at a time: the generator yields after each pass (of
+        ``batch_size`` rows, default the extractor's) and returns the entities, so that a caller can
+        put other work between the passes of a long call (the service does: serve.py)."""
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
         windows = self.text_encoder.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        for members in prediction_batches(lengths, self.batch_size, self.pack_texts):
-            inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members], self.text_encoder.pad_id))
-            outputs = self.model(**inputs)
-            for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
-                for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
-                    entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
+        for members in prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts):
+            with paddle.no_grad():
+                inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
+                                                   self.text_encoder.pad_id))
+                outputs = self.model(**inputs)
+                for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
+                    for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
+                        entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
+            yield
         if was_training:
             self.model.train()
         if self.flat:
             return [select_flat(found) for found in entities]
         return [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
+
+
+def run_steps(steps: Generator):
+    """What a generator of ``extract_steps``'s kind returns, once it has run to its end."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

@@ -12,9 +12,10 @@
 ``model.calibrated_thresholds`` is false.
 """
 import logging
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence
 
 from .config import RunConfig, yaml_scalar
+from .inference import run_steps
 from .runtime import Runtime
 from .spans import Record
 
@@ -48,8 +49,13 @@ class Pipeline:
             yield from self._predict(batch)
 
     def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
-        for text, found in zip(texts, self.extractor.extract(texts)):
-            yield Record(text, found).entity_dicts(with_score=True)
+        yield from run_steps(self.predict_steps(texts))
+
+    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[None, None, List[List[dict]]]:
+        """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
+        (``Extractor.extract_steps``)."""
+        found = yield from self.extractor.extract_steps(texts, rows_per_pass)
+        return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
 
 
 def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:

@@ -13,88 +13,150 @@ concurrent clients faster than one process on every core (docs/PERFORMANCE.md).
 """
 import argparse
 import asyncio
+import collections
+import contextlib
 import json
 import logging
 import os
-import queue
 import re
 import signal
 import sys
 import threading
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Deque, Generator, List, NamedTuple, Optional, Sequence
 
 from .config import ServeConfig
 
 log = logging.getLogger("globalpointer")
 
 
-class MicroBatcher:
-    """Requests from many coroutines -> few ``predict`` calls on one thread."""
+class ServiceClosing(Exception):
+    """The service stopped before this request's turn came (SIGTERM past serve.shutdown_timeout_s)."""
 
-    def __init__(self, predict: Callable[[List[str]], List[List[dict]]], batch_texts: int, wait_ms: float):
-        self.predict = predict
+
+class Request(NamedTuple):
+    texts: List[str]
+    chars: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+
+
+class Job:
+    """Requests predicted together, one forward pass per step."""
+
+    def __init__(self, requests: List[Request], steps: Generator):
+        self.requests = requests
+        self.steps = steps
+
+    @property
+    def abandoned(self) -> bool:
+        """Every client of the job went away: its remaining passes would be answered to no one."""
+        return all(request.future.cancelled() for request in self.requests)
+
+
+class MicroBatcher:
+    """Requests from many coroutines -> few forward passes on one thread, shared fairly.
+
+    Waiting requests are gathered into a job of at most ``batch_texts`` texts and about one pass of
+    characters (``pass_chars``; a larger request is a job of its own), waiting up to ``wait_ms`` for
+    company while nothing else runs.  Jobs take turns one forward pass at a time, so a small request
+    waits for at most one pass of a large one, not for all of it.  A job whose clients all left is
+    dropped between passes; ``close`` stops between passes and fails what has not run."""
+
+    def __init__(self, predict_steps: Callable[[List[str]], Generator], batch_texts: int, wait_ms: float,
+                 pass_chars: int = 2048):
+        self.predict_steps = predict_steps
         self.batch_texts = batch_texts
+        self.pass_chars = pass_chars
         self.wait = wait_ms / 1000
-        self.requests: "queue.Queue" = queue.Queue()
-        self.calls = self.texts = 0  # predict calls and texts so far: how much sharing happened
-        self.last_texts = batch_texts  # texts in the last call: how many to wait for in the next
+        self.pending: Deque[Request] = collections.deque()
+        self.changed = threading.Condition()
+        self.closing = False
+        self.calls = self.texts = self.passes = 0  # jobs and texts predicted, forward passes: how much sharing happened
+        self.dropped = 0  # jobs whose clients all left before their last pass
+        self.last_texts = batch_texts  # texts in the last job: how many to wait for in the next
         self.thread = threading.Thread(target=self._work, name="micro-batcher", daemon=True)
         self.thread.start()
 
     async def submit(self, texts: Sequence[str]) -> List[List[dict]]:
+        """The entities of ``texts``; cancelling the call (the client left) drops its work."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self.requests.put((list(texts), loop, future))
+        with self.changed:
+            self.pending.append(Request(list(texts), sum(map(len, texts)), loop, future))
+            self.changed.notify()
         return await future
 
-    def close(self) -> None:
-        self.requests.put(None)
-        self.thread.join()
+    def close(self, timeout: Optional[float] = None) -> None:
+        with self.changed:
+            self.closing = True
+            self.changed.notify()
+        self.thread.join(timeout)
 
-    def _gather(self, first) -> list:
-        """The first request, every request already waiting (up to ``batch_texts``), then, while
-        fewer texts than the last call had, what arrives within ``batch_wait_ms``: clients answered
-        together come back together, and one that is alone is not kept waiting for company twice."""
-        batch, count = [first], len(first[0])
+    def _gather(self, idle: bool) -> List[Request]:
+        """Called holding ``changed`` with a request pending: the first request, then those behind it
+        that fit; only when ``idle``, and while it has fewer texts than the last job had, it waits up
+        to ``wait_ms`` for more: clients answered together come back together, and one that is alone
+        is not kept waiting for company twice."""
+        batch = [self.pending.popleft()]
+        count, chars = len(batch[0].texts), batch[0].chars
         deadline = time.monotonic() + self.wait
-        while count < self.batch_texts:
-            try:
-                item = self.requests.get_nowait()
-            except queue.Empty:
-                if count >= self.last_texts:
+        while chars < self.pass_chars and count < self.batch_texts and not self.closing:
+            if self.pending:
+                following = self.pending[0]
+                if chars + following.chars > self.pass_chars or count + len(following.texts) > self.batch_texts:
                     break
-                try:
-                    item = self.requests.get(timeout=max(deadline - time.monotonic(), 0))
-                except queue.Empty:
-                    break
-            if item is None:  # closing: answer what was gathered, then stop
-                self.requests.put(None)
+                batch.append(self.pending.popleft())
+                count, chars = count + len(following.texts), chars + following.chars
+                continue
+            left = deadline - time.monotonic()
+            if not idle or count >= self.last_texts or left <= 0:
                 break
-            batch.append(item)
-            count += len(item[0])
+            self.changed.wait(left)
         self.last_texts = count
         return batch
 
     def _work(self) -> None:
+        jobs: Deque[Job] = collections.deque()
         while True:
-            first = self.requests.get()
-            if first is None:
-                return
-            batch = self._gather(first)
-            texts = [text for item in batch for text in item[0]]
+            with self.changed:
+                while not self.pending and not jobs and not self.closing:
+                    self.changed.wait()
+                if self.closing:
+                    break
+                while self.pending:  # every request waiting joins the turns now
+                    batch = self._gather(idle=not jobs)
+                    jobs.append(Job(batch, self.predict_steps([t for r in batch for t in r.texts])))
+            job = jobs.popleft()
+            if job.abandoned:
+                job.steps.close()
+                self.dropped += 1
+                continue
             try:
-                results, error = self.predict(texts), None
+                next(job.steps)
+                self.passes += 1
+                jobs.append(job)
+            except StopIteration as done:
                 self.calls += 1
-                self.texts += len(texts)
-            except Exception as failure:  # answered as a 500 to the requests of this batch, the service goes on
-                log.exception("prediction failed for a batch of %d texts", len(texts))
-                results, error = [], failure
-            offset = 0
-            for request_texts, loop, future in batch:
-                part = results[offset:offset + len(request_texts)]
-                offset += len(request_texts)
-                loop.call_soon_threadsafe(_settle, future, part, error)
+                self.texts += sum(len(r.texts) for r in job.requests)
+                self._answer(job, done.value, None)
+            except Exception as failure:  # answered as a 500 to the requests of this job, the service goes on
+                log.exception("prediction failed for a job of %d texts", sum(len(r.texts) for r in job.requests))
+                self._answer(job, [], failure)
+        with self.changed:
+            stranded = [*jobs, *(Job([request], iter(())) for request in self.pending)]
+            self.pending.clear()
+        for job in stranded:
+            self._answer(job, [], ServiceClosing("the service is shutting down; send the request again"))
+
+    @staticmethod
+    def _answer(job: Job, results: list, error: Optional[BaseException]) -> None:
+        offset = 0
+        for request in job.requests:
+            part = results[offset:offset + len(request.texts)]
+            offset += len(request.texts)
+            with contextlib.suppress(RuntimeError):  # the event loop closed: nobody waits for the answer
+                request.loop.call_soon_threadsafe(_settle, request.future, part, error)
 
 
 def _settle(future: asyncio.Future, result, error: Optional[BaseException]) -> None:
@@ -104,6 +166,12 @@ def _settle(future: asyncio.Future, result, error: Optional[BaseException]) -> N
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+# A body over serve.max_body_bytes is read and discarded up to this many bytes before the 413 is
+# sent: a client that is still sending when the connection closes sees "connection reset", not the
+# answer (nginx's lingering close does the same).  Past it the connection is closed.
+DRAIN_BYTES = 64 * 1024 * 1024
 
 
 class BodyLimit:
@@ -119,16 +187,19 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         announced = dict(scope.get("headers") or []).get(b"content-length")
         if announced is not None and announced.isdigit() and int(announced) > self.limit:
+            await self._drain(receive, 0)
             return await self._refuse(send)
         received, started, refused = 0, False, False
 
         async def counted_receive():
             nonlocal received, refused
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not refused:
                 received += len(message.get("body", b""))
-                if received > self.limit and not refused:
+                if received > self.limit:
                     refused = True
+                    if message.get("more_body"):
+                        await self._drain(receive, received)
                     if not started:
                         await self._refuse(send)
                     return {"type": "http.disconnect"}  # the application stops reading; its answer is dropped
@@ -143,6 +214,16 @@ class BodyLimit:
 
         await self.app(scope, counted_receive, tracked_send)
 
+    @staticmethod
+    async def _drain(receive, received: int) -> None:
+        while received <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            received += len(message.get("body", b""))
+            if not message.get("more_body"):
+                return
+
     async def _refuse(self, send):
         body = (f'{{"detail": "request body over serve.max_body_bytes = {self.limit} bytes; send fewer or '
                 f'shorter texts per request"}}').encode()
@@ -151,17 +232,45 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+async def client_left(request) -> None:
+    """Returns when the client of ``request`` disconnects (its body has been read: what the server
+    receives next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def validation_messages(errors) -> List[dict]:
+    """FastAPI's 422 details without the offending input, which may be a NaN or a lone surrogate
+    that JSON cannot carry back (the answer would fail as a 500), and with the field named."""
+    return [{"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type", "")}
+            for error in errors]
+
+
 def create_app(ner, limits: ServeConfig):
     """The FastAPI application over a ``globalpointer.load`` pipeline."""
-    from contextlib import asynccontextmanager
-
-    from fastapi import FastAPI, HTTPException, Response
-    from pydantic import BaseModel, ConfigDict, Field
+    from fastapi import FastAPI, HTTPException, Request, Response
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     class ExtractRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
         texts: List[str] = Field(description=f"texts to extract entities from (at most {limits.max_texts}, "
-                                             f"each at most {limits.max_text_chars} characters)")
+                                             f"each at most {limits.max_text_chars} characters, together at most "
+                                             f"{limits.max_request_tokens} tokens)")
+
+        @field_validator("texts")
+        @classmethod
+        def characters(cls, texts: List[str]) -> List[str]:
+            for index, text in enumerate(texts):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    raise ValueError(f"texts[{index}] holds a lone surrogate at character {error.start} (a broken "
+                                     f"\\uXXXX escape), which is no character: send the text as UTF-8") from None
+            return texts
 
     class EntityOut(BaseModel):
         start: int = Field(description="character offset of the first character")
@@ -177,19 +286,34 @@ def create_app(ner, limits: ServeConfig):
     class ExtractResponse(BaseModel):
         results: List[Result]
 
-    batcher = MicroBatcher(lambda texts: [found for found in ner.pipe(texts, batch_size=len(texts) or 1)],
-                           limits.batch_texts, limits.batch_wait_ms)
+    text_encoder = ner.extractor.text_encoder
+    batcher = MicroBatcher(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits.batch_texts,
+                           limits.batch_wait_ms, pass_chars=limits.rows_per_pass * text_encoder.window_size)
 
-    @asynccontextmanager
+    @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        batcher.close()
-        log.info("served %d texts in %d prediction calls (%.1f texts per call)", batcher.texts, batcher.calls,
-                 batcher.texts / max(batcher.calls, 1))
+        batcher.close(timeout=limits.shutdown_timeout_s)
+        log.info("served %d texts in %d jobs of %d forward passes; dropped %d job(s) whose clients left",
+                 batcher.texts, batcher.calls, batcher.passes, batcher.dropped)
 
     app = FastAPI(title="GlobalPointer NER", lifespan=lifespan,
                   description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
                               f"({ner.backend} backend).")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request, error: RequestValidationError):
+        return JSONResponse({"detail": validation_messages(error.errors())}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, error: StarletteHTTPException):
+        if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not parse the body at all
+            cause = error.__cause__
+            reason = "nested too deeply" if isinstance(cause, RecursionError) else \
+                "not UTF-8" if isinstance(cause, UnicodeDecodeError) else str(cause).split(";")[0]
+            return JSONResponse({"detail": f"the body is not readable JSON ({reason}); send UTF-8 JSON such as "
+                                           f'{{"texts": ["..."]}}'}, status_code=422)
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
 
     @app.get("/health")
     async def health():
@@ -200,9 +324,10 @@ def create_app(ner, limits: ServeConfig):
         return {"labels": ner.labels}
 
     @app.post("/v1/extract", response_model=ExtractResponse,
-              responses={413: {"description": "too many texts, a text too long, or a body too large"}})
-    async def extract(request: ExtractRequest):
-        texts = request.texts
+              responses={413: {"description": "too many texts, a text too long, too many tokens, or a body too large"},
+                         503: {"description": "the service is shutting down"}})
+    async def extract(body: ExtractRequest, request: Request):
+        texts = body.texts
         if len(texts) > limits.max_texts:
             raise HTTPException(413, f"{len(texts)} texts in one request; serve.max_texts is {limits.max_texts}: "
                                      f"split the request")
@@ -210,11 +335,32 @@ def create_app(ner, limits: ServeConfig):
             if len(text) > limits.max_text_chars:
                 raise HTTPException(413, f"texts[{index}] has {len(text)} characters; serve.max_text_chars is "
                                          f"{limits.max_text_chars}")
-        found = await batcher.submit(texts) if texts else []
+        # A token is at least one character: only a request longer than the budget in characters is tokenized.
+        if sum(map(len, texts)) > limits.max_request_tokens:
+            tokens = await run_in_threadpool(text_encoder.count_tokens, texts)
+            if tokens > limits.max_request_tokens:
+                raise HTTPException(413, f"the texts hold {tokens} tokens; serve.max_request_tokens is "
+                                         f"{limits.max_request_tokens}: split the request")
+        if not texts:
+            return Response('{"results": []}', media_type="application/json")
+        work = asyncio.ensure_future(batcher.submit(texts))
+        gone = asyncio.ensure_future(client_left(request))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the server cancels the request at shutdown
+            gone.cancel()
+            if not work.done():
+                work.cancel()  # the client left: its passes are dropped
+        if work.cancelled():
+            return Response(status_code=499)  # nobody reads it
+        try:
+            found = work.result()
+        except ServiceClosing as closing:
+            raise HTTPException(503, str(closing)) from None
         # encoded here: FastAPI's validation of the response against the model costs more than the
         # model itself for small requests (the model above still documents the answer)
-        body = {"results": [{"text": text, "entities": entities} for text, entities in zip(texts, found)]}
-        return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+        answer = {"results": [{"text": text, "entities": entities} for text, entities in zip(texts, found)]}
+        return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
 
     app.state.batcher = batcher
     return BodyLimit(app, limits.max_body_bytes)
@@ -276,7 +422,8 @@ def _serve(argv) -> int:
     parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
     args = parser.parse_args(argv)
     args.set += [f"serve.{key}={value}" for key, value in
-                 (("host", args.host), ("port", args.port), ("workers", args.workers)) if value is not None]
+                 (("host", args.host), ("port", args.port), ("workers", args.workers),
+                  ("rows_per_pass", args.batch_size or None)) if value is not None]
     import uvicorn
 
     config = inference_config(args.model, args.set, backend=args.backend)

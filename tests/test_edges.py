@@ -20,7 +20,6 @@ from globalpointer.config import load_config
 from globalpointer.data import convert
 from globalpointer.data.readers import read_records
 from globalpointer.errors import CheckpointError, ConfigError, DataError, EncoderError
-from globalpointer.files import RunLock
 from globalpointer.model import load_checkpoint
 from synthetic import tiny_config, write_jsonl
 from test_attacks import snapshot
@@ -165,6 +164,8 @@ def test_training_from_the_runs_own_config_is_refused(run_copy, capsys):
 # 3. one writer per run directory ----------------------------------------------------------------
 
 def test_a_second_training_into_a_run_being_written_is_refused(tmp_path, capsys):
+    from globalpointer.files import RunLock
+
     config = tiny_config(tmp_path, train__epochs=1)
     run = tmp_path / "run"
     run.mkdir()
@@ -270,6 +271,20 @@ def test_a_rate_of_five_ends_in_one_line_not_a_traceback(tmp_path, capsys):
     code = train_main(["--config", config, "--set", "train.lr=5", "--set", "train.head_lr=5"])
     err = capsys.readouterr().err
     assert code == 0 or (code == 2 and "training diverged" in err and "Traceback" not in err)
+
+
+def test_scores_above_the_mask_never_decode_outside_the_text():
+    """A diverging model (lr=5 on the quickstart) scores padding and [CLS] far above the additive
+    mask; decoding them gave positions outside the text (an IndexError at the first evaluation)."""
+    import paddle
+
+    from globalpointer.heads import decode_span_logits
+
+    token_mask = paddle.to_tensor([[0, 1, 1, 0, 0]])  # [CLS], two text tokens, [SEP], padding
+    logits = paddle.full([1, 2, 5, 5], 1e6)
+    [spans] = decode_span_logits(logits, token_mask, True, 0.0)
+    assert sorted((s.type, s.start, s.end) for s in spans) == [(t, i, j) for t in (0, 1) for i, j in
+                                                                ((1, 1), (1, 2), (2, 2))]
 
 
 def test_nothing_to_learn_is_a_config_error():

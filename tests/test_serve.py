@@ -164,11 +164,12 @@ def test_micro_batcher_gathers_requests_into_few_calls():
 
     calls = []
 
-    def predict(texts):
+    def predict_steps(texts):
         calls.append(list(texts))
+        yield
         return [[{"n": len(t)}] for t in texts]
 
-    batcher = MicroBatcher(predict, batch_texts=6, wait_ms=200)
+    batcher = MicroBatcher(predict_steps, batch_texts=6, wait_ms=200)
 
     async def many():
         return await asyncio.gather(*(batcher.submit(["x" * i, "y"]) for i in range(1, 6)))
@@ -182,7 +183,7 @@ def test_micro_batcher_gathers_requests_into_few_calls():
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sigterm_lets_the_request_in_flight_finish(trained, workers):
     service = Service(trained / "run" / "best", "--workers", str(workers), "--set", "serve.max_texts=5000", "--set",
-                      "serve.max_body_bytes=10000000")
+                      "serve.max_body_bytes=10000000", "--set", "serve.max_request_tokens=100000")
     texts = ["北京大学的张三在上海" * 20] * 400  # long enough to be in flight when the signal comes
     answer = {}
     client = threading.Thread(target=lambda: answer.update(result=call(service.base, "/v1/extract", {"texts": texts})))

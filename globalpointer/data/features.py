@@ -106,6 +106,12 @@ class TextEncoder:
             offsets[i] = (start, end)
         return TokenizedText(ids, offsets)
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """The tokens of ``texts`` (no special tokens): what a request costs the model, windows aside."""
+        if self.mode == "char":
+            return sum(1 for text in texts for char in text if not char.isspace())
+        return sum(len(self.tokenize(text).ids) for text in texts)
+
     def window_starts(self, num_tokens: int) -> List[int]:
         if num_tokens <= self.window_size:
             return [0]
