@@ -347,12 +347,14 @@ def create_app(ner, limits: ServeConfig):
         gone = asyncio.ensure_future(client_left(request))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when the server cancels the request at shutdown
+        except asyncio.CancelledError:  # uvicorn cancels what still runs serve.shutdown_timeout_s after SIGTERM
+            work.cancel()
+            raise HTTPException(503, "the service is shutting down; send the request again") from None
+        finally:
             gone.cancel()
-            if not work.done():
-                work.cancel()  # the client left: its passes are dropped
-        if work.cancelled():
-            return Response(status_code=499)  # nobody reads it
+        if not work.done():  # the client left: its passes are dropped, and nobody reads an answer
+            work.cancel()
+            return Response(status_code=499)
         try:
             found = work.result()
         except ServiceClosing as closing:

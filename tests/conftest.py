@@ -24,3 +24,7 @@ def trained(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("e2e")
     assert train_main(["--config", tiny_config(tmp_path)]) == 0
     return tmp_path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts services or subprocesses; -m 'not slow' leaves them out")
