@@ -12,6 +12,12 @@ The clients run in this process on the same cores as the service: "client CPU %"
 one core over the load.  The service runs as configured (``serve.workers``: one process per core by
 default; ``--set serve.workers=1`` for one process on every core).
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
+
+With ``--heavy``, for each ``--workers`` count: one maximal request (texts summing to
+``serve.max_request_tokens``) is kept in flight the whole time while the one-text clients run (their
+p50 / p99 and errors are what a large request costs the others), then SIGTERM is sent while a
+maximal request runs, and the seconds until the service has exited are reported next to
+``serve.shutdown_timeout_s``.
 """
 import argparse
 import http.client
@@ -30,6 +36,7 @@ from typing import Tuple
 from common import Rows, cluener_texts
 from machine import gemm_rates
 import globalpointer
+import globalpointer.pipeline
 from globalpointer.serve import workers_serving
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,6 +104,73 @@ def load(port: int, texts, clients: int):
     return time.perf_counter() - start, time.process_time() - cpu, latencies, errors
 
 
+def maximal_request(texts, budget: int, text_chars: int):
+    """CLUENER texts joined into texts of at most ``text_chars`` characters until ``budget``
+    characters (for Chinese, one token each) are reached."""
+    pool, joined, total = "".join(texts), [], 0
+    while total < budget:
+        piece = pool[:min(text_chars, budget - total)]
+        joined.append(piece)
+        total += len(piece)
+    return joined
+
+
+def heavy(args, texts, reference: float) -> None:
+    config = globalpointer.pipeline.inference_config(args.model, args.set, backend=args.backend).serve
+    big = {"texts": maximal_request(texts, config.max_request_tokens, min(config.max_text_chars, 4000))}
+    rows = Rows()
+    for workers in (int(w) for w in args.workers.split(",")):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_heavy_{port}.log")
+        service, _ = start_service(args.model, args.backend, port, log_path,
+                                   args.set + [f"serve.workers={workers}", "serve.max_body_bytes=100000000"])
+        stop, big_answers = threading.Event(), []
+
+        def keep_one_big_in_flight():
+            while not stop.is_set():
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+                start = time.perf_counter()
+                try:
+                    connection.request("POST", "/v1/extract", json.dumps(big), {"Content-Type": "application/json"})
+                    answer = connection.getresponse()
+                    answer.read()
+                    big_answers.append((answer.status, time.perf_counter() - start))
+                except Exception as error:  # SIGTERM below closes it
+                    big_answers.append((repr(error), time.perf_counter() - start))
+                connection.close()
+
+        try:
+            load(port, texts[:32], 4)  # warm up
+            runner = threading.Thread(target=keep_one_big_in_flight)
+            runner.start()
+            time.sleep(2.0)  # the maximal request is being predicted
+            seconds, _, latencies, errors = load(port, texts, args.heavy_clients)
+            ordered = sorted(latencies)
+            stop.set()
+            time.sleep(1.0)  # the next maximal request is in flight when the signal comes
+            signalled = time.perf_counter()
+            service.send_signal(signal.SIGTERM)
+            service.wait(timeout=600)
+            exit_seconds = time.perf_counter() - signalled
+            runner.join(timeout=600)
+        finally:
+            if service.poll() is None:
+                service.kill()
+        rows.add({"workers": workers, "small clients": args.heavy_clients, "requests": len(texts),
+                  "maximal request": f"{len(big['texts'])} texts, {config.max_request_tokens} tokens",
+                  "maximal s": f"{statistics.median([s for status, s in big_answers if status == 200] or [0]):.1f}",
+                  "small texts/s": f"{len(texts) / seconds:.1f}",
+                  "small p50 ms": f"{ordered[len(ordered) // 2] * 1000:.1f}",
+                  "small p99 ms": f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000:.1f}",
+                  "errors": len(errors), "SIGTERM to exit s": f"{exit_seconds:.1f}",
+                  "shutdown_timeout_s": config.shutdown_timeout_s})
+        if errors:
+            print("first error:", errors[0])
+    rows.finish()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a checkpoint (RUN/best) or an export")
@@ -104,6 +178,9 @@ def main():
     parser.add_argument("--requests", type=int, default=512, help="one-text requests per client count")
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
+    parser.add_argument("--heavy", action="store_true", help="small clients while a maximal request runs; SIGTERM")
+    parser.add_argument("--heavy-clients", type=int, default=16, help="--heavy: one-text clients")
+    parser.add_argument("--workers", default="1,2", help="--heavy: service processes, one run each")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for the service and predict.py's path, "
                              "e.g. --set serve.batch_wait_ms=10")
@@ -124,6 +201,9 @@ def main():
     reference = len(texts) / statistics.median(times)
     print(f"predict.py's path ({ner.backend}): {reference:.1f} texts/s (median of {args.repeats})")
     del ner
+    if args.heavy:
+        heavy(args, texts, reference)
+        return
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -118,15 +118,19 @@ class MicroBatcher:
 
     def _work(self) -> None:
         jobs: Deque[Job] = collections.deque()
+        stepped: Optional[Job] = None  # the job that ran the last pass: it queues behind any newcomer
         while True:
             with self.changed:
-                while not self.pending and not jobs and not self.closing:
+                while not self.pending and not jobs and stepped is None and not self.closing:
                     self.changed.wait()
                 if self.closing:
                     break
                 while self.pending:  # every request waiting joins the turns now
-                    batch = self._gather(idle=not jobs)
+                    batch = self._gather(idle=not jobs and stepped is None)
                     jobs.append(Job(batch, self.predict_steps([t for r in batch for t in r.texts])))
+            if stepped is not None:
+                jobs.append(stepped)
+                stepped = None
             job = jobs.popleft()
             if job.abandoned:
                 job.steps.close()
@@ -135,7 +139,7 @@ class MicroBatcher:
             try:
                 next(job.steps)
                 self.passes += 1
-                jobs.append(job)
+                stepped = job
             except StopIteration as done:
                 self.calls += 1
                 self.texts += sum(len(r.texts) for r in job.requests)
@@ -144,7 +148,7 @@ class MicroBatcher:
                 log.exception("prediction failed for a job of %d texts", sum(len(r.texts) for r in job.requests))
                 self._answer(job, [], failure)
         with self.changed:
-            stranded = [*jobs, *(Job([request], iter(())) for request in self.pending)]
+            stranded = [*jobs, *([stepped] if stepped else []), *(Job([r], iter(())) for r in self.pending)]
             self.pending.clear()
         for job in stranded:
             self._answer(job, [], ServiceClosing("the service is shutting down; send the request again"))
