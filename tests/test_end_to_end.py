@@ -116,8 +116,9 @@ def test_learning_curve_plot(trained):
 
 
 def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
-    # lr 0: the dev F1 never changes, so only the first evaluation counts as an improvement
-    config = tiny_config(tmp_path, train__lr=0.0, train__head_lr=0.0, train__patience=2, train__epochs=6)
+    # rates too small to move a prediction: the dev F1 never changes, so only the first evaluation
+    # counts as an improvement (both rates 0 is a config error)
+    config = tiny_config(tmp_path, train__lr=0.0, train__head_lr=1e-12, train__patience=2, train__epochs=6)
     assert train_main(["--config", config]) == 0
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()[1:]
