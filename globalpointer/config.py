@@ -124,7 +124,7 @@ class ServeConfig:
                                           "one request may cost; more is answered with 413")
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
     batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call")
-    rows_per_pass: int = _opt(16, "rows of one forward pass in the service: requests take turns pass by pass, so a "
+    rows_per_pass: int = _opt(8, "rows of one forward pass in the service: requests take turns pass by pass, so a "
                                   "small request waits for at most one pass of a large one")
     shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish")
     workers: int = _opt(0, "service processes, each with its own copy of the model (about 0.7 GB) and "

@@ -36,17 +36,19 @@ class Extractor:
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))
 
-    def extract_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[None, None, List[List[Entity]]]:
+    def extract_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[int, None, List[List[Entity]]]:
         """``extract`` one forward pass at a time: the generator yields after each pass (of
-        ``batch_size`` rows, default the extractor's) and returns the entities, so that a caller can
-        put other work between the passes of a long call (the service does: serve.py)."""
+        ``batch_size`` rows, default the extractor's) how many passes are left, and returns the
+        entities, so that a caller can put other work between the passes of a long call (the service
+        does: serve.py)."""
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
         windows = self.text_encoder.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        for members in prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts):
+        batches = prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts)
+        for done, members in enumerate(batches, 1):
             with paddle.no_grad():
                 inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
                                                    self.text_encoder.pad_id))
@@ -54,7 +56,7 @@ class Extractor:
                 for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
                     for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
                         entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
-            yield
+            yield len(batches) - done
         if was_training:
             self.model.train()
         if self.flat:

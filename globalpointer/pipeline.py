@@ -51,7 +51,7 @@ class Pipeline:
     def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
         yield from run_steps(self.predict_steps(texts))
 
-    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[None, None, List[List[dict]]]:
+    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
         (``Extractor.extract_steps``)."""
         found = yield from self.extractor.extract_steps(texts, rows_per_pass)

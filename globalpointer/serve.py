@@ -54,13 +54,20 @@ class Job:
         return all(request.future.cancelled() for request in self.requests)
 
 
+# A job with this many forward passes left runs them at once: the batch of small requests gathered
+# while a long job ran would otherwise take turns with it pass by pass (16 one-text clients fill two
+# passes of 8 rows: they would wait for two passes of the long job, not one).
+SHORT_JOB_PASSES = 3
+
+
 class MicroBatcher:
     """Requests from many coroutines -> few forward passes on one thread, shared fairly.
 
     Waiting requests are gathered into a job of at most ``batch_texts`` texts and about one pass of
     characters (``pass_chars``; a larger request is a job of its own), waiting up to ``wait_ms`` for
-    company while nothing else runs.  Jobs take turns one forward pass at a time, so a small request
-    waits for at most one pass of a large one, not for all of it.  A job whose clients all left is
+    company while nothing else runs.  Jobs take turns one forward pass at a time (a job with at most
+    ``SHORT_JOB_PASSES`` left finishes them at once), so a small request waits for at most one pass of
+    a large one, not for all of it.  A job whose clients all left is
     dropped between passes; ``close`` stops between passes and fails what has not run."""
 
     def __init__(self, predict_steps: Callable[[List[str]], Generator], batch_texts: int, wait_ms: float,
@@ -137,9 +144,12 @@ class MicroBatcher:
                 self.dropped += 1
                 continue
             try:
-                next(job.steps)
+                left = next(job.steps)
                 self.passes += 1
-                stepped = job
+                if left is not None and left <= SHORT_JOB_PASSES:
+                    jobs.appendleft(job)  # nearly done: finish it before the next turn of a long job
+                else:
+                    stepped = job
             except StopIteration as done:
                 self.calls += 1
                 self.texts += sum(len(r.texts) for r in job.requests)
@@ -317,7 +327,11 @@ def create_app(ner, limits: ServeConfig):
                 "not UTF-8" if isinstance(cause, UnicodeDecodeError) else str(cause).split(";")[0]
             return JSONResponse({"detail": f"the body is not readable JSON ({reason}); send UTF-8 JSON such as "
                                            f'{{"texts": ["..."]}}'}, status_code=422)
-        return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+        detail = error.detail
+        if error.status_code in (404, 405):  # say what the service does answer
+            detail = (f"{request.method} {request.url.path} is not served here; the service answers POST "
+                      f"/v1/extract, GET /v1/labels, GET /health and GET /docs")
+        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
     @app.get("/health")
     async def health():

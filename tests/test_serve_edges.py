@@ -17,16 +17,17 @@ pytestmark = pytest.mark.slow
 
 def batcher_of_passes(passes: int, seconds: float):
     """A MicroBatcher over fake forward passes: a request whose first text is "big" takes ``passes``
-    passes of ``seconds``, any other one pass; ``log`` names the request of every pass run."""
+    passes of ``seconds``, any other two; ``log`` names the request of every pass run."""
     from globalpointer.serve import MicroBatcher
 
     log = []
 
     def predict_steps(texts):
-        for _ in range(passes if texts[0] == "big" else 1):
+        count = passes if texts[0] == "big" else 2
+        for done in range(1, count + 1):
             time.sleep(seconds)
             log.append(texts[0])
-            yield
+            yield count - done
         return [[] for _ in texts]
 
     return MicroBatcher(predict_steps, batch_texts=128, wait_ms=5, pass_chars=100), log
@@ -45,6 +46,7 @@ def test_a_small_request_waits_for_one_pass_of_a_large_one_not_all_of_it():
     passes_before, big_done, _ = asyncio.run(scenario())
     batcher.close()
     assert not big_done and log.index("small") <= passes_before + 1  # the pass under way, then its own
+    assert log[log.index("small") + 1] == "small"  # its last pass follows at once (SHORT_JOB_PASSES)
     assert log.count("big") == 50
 
 
@@ -128,6 +130,12 @@ def test_unreadable_requests_are_422_with_a_message(slow_service, raw, message):
     status, answer = call(slow_service.base, "/v1/extract", raw=raw)
     assert status == 422 and message in json.dumps(answer), answer
     assert call(slow_service.base, "/health")[0] == 200
+
+
+def test_a_wrong_route_or_method_says_what_is_served(slow_service):
+    for path, body in (("/v1/extrct", {"texts": ["a"]}), ("/v1/labels", {"texts": ["a"]})):
+        status, answer = call(slow_service.base, path, body)
+        assert status in (404, 405) and "the service answers POST /v1/extract" in answer["detail"]
 
 
 def test_an_over_limit_body_is_read_so_the_client_sees_the_413(slow_service):
