@@ -25,6 +25,3 @@ def trained(tmp_path_factory):
     assert train_main(["--config", tiny_config(tmp_path)]) == 0
     return tmp_path
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: starts services or subprocesses; -m 'not slow' leaves them out")
