@@ -1,24 +1,21 @@
 """Shared by the bench scripts: timing medians, batches of real text, a model over one encoder."""
 import os
 import statistics
-import sys
 import time
 from typing import Callable, Dict, List
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paddle
 
-import paddle  # noqa: E402
-
-from globalpointer.config import load_config  # noqa: E402
-from globalpointer.data.batching import collate  # noqa: E402
-from globalpointer.data.features import TextEncoder  # noqa: E402
-from globalpointer.data.readers import read_records  # noqa: E402
-from globalpointer.encoders import load_encoder  # noqa: E402
-from globalpointer.inference import model_inputs  # noqa: E402
-from globalpointer.model import build_model  # noqa: E402
-from globalpointer.runtime import setup_runtime  # noqa: E402
+from globalpointer.config import load_config
+from globalpointer.data.batching import collate
+from globalpointer.data.features import TextEncoder
+from globalpointer.data.readers import read_records
+from globalpointer.encoders import load_encoder
+from globalpointer.inference import model_inputs
+from globalpointer.model import build_model
+from globalpointer.runtime import setup_runtime
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 

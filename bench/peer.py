@@ -8,7 +8,6 @@ from typing import List
 from paddle import nn
 from paddlenlp.layers.globalpointer import GlobalPointer
 
-import common  # noqa: F401  (puts the project root on sys.path)
 from globalpointer.decode import decode_spans
 from globalpointer.spans import TokenSpan
 from globalpointer.loss import count_masked_gold, sparse_span_loss

@@ -23,8 +23,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from globalpointer.training import TRAINER_STATE  # noqa: E402
+from globalpointer.training import TRAINER_STATE
 DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0.999",
                 "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
 

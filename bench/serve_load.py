@@ -2,7 +2,7 @@
 
     python bench/serve_load.py --model RUN/best [--backend auto] [--requests 512] [--clients 1,4,16]
 
-Starts ``python -m globalpointer.serve`` on 127.0.0.1, then for each number of concurrent clients
+Starts ``globalpointer serve`` on 127.0.0.1, then for each number of concurrent clients
 sends a fixed number of one-text requests (CLUENER dev texts; each client keeps its connection
 alive) and reports texts/s, p50 / p99
 latency and errors.  The reference is predict.py's path in this process (``globalpointer.load`` with
@@ -47,7 +47,7 @@ def start_service(model: str, backend: str, port: int, log_path: str, settings) 
     loading its model when the load starts would leave the others every connection)."""
     log = open(log_path, "w")
     overrides = [item for setting in settings for item in ("--set", setting)]
-    process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", os.path.abspath(model),
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", os.path.abspath(model),
                                 "--backend", backend, "--port", str(port), *overrides],
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 180

@@ -6,9 +6,9 @@ warnings.filterwarnings("ignore", message="No ccache found")
 warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 
 # Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
-from .mathlib import configure_mkl
+from . import mathlib
 
-MATH_LIBRARY = configure_mkl()
+MATH_LIBRARY = mathlib.CHOSEN = mathlib.configure_mkl()
 
 
 def load(model: str, *args, **kwargs):

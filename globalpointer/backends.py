@@ -38,13 +38,13 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
     """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
     has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
     export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
-    export_hint = "python -m globalpointer.export --model CHECKPOINT --output EXPORT_DIR --onnx"
+    export_hint = "globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx"
     if precision == "int8":
         if requested not in ("auto", "onnxruntime"):
             raise ConfigError(f"inference.precision=int8 runs on onnxruntime, not {requested}")
         if not onnx:
             raise ConfigError(f"inference.precision=int8: {directory} has no {ONNX_INT8}; make it with "
-                              f"python -m globalpointer.export ... --quantize int8")
+                              f"globalpointer export ... --quantize int8")
         requested = "onnxruntime"
     if requested == "auto":
         if onnx and has_onnxruntime:

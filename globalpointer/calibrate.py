@@ -1,4 +1,4 @@
-"""Per-type thresholds: ``python -m globalpointer.calibrate --model RUN/best --data FILE``.
+"""Per-type thresholds: ``globalpointer calibrate --model RUN/best --data FILE``.
 
 For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus
 ``model.threshold``) that maximises the type's F1 on FILE, ties broken towards ``model.threshold``.
@@ -8,7 +8,6 @@ twice.  The thresholds go into the model directory's ``thresholds.json``, which 
 evaluate.py, the Python API and the service then use (exports copy it).  Calibrate on labelled data
 the reported score does not come from: part of the training file held out, not the dev or test set.
 """
-import argparse
 import copy
 import logging
 import os
@@ -81,49 +80,35 @@ def format_calibration(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _calibrate(argv) -> int:
-    from .cli import inference_arguments, load_for_inference
-
-    parser = argparse.ArgumentParser(prog="python -m globalpointer.calibrate", description=__doc__.split("\n")[0])
-    inference_arguments(parser)
-    parser.add_argument("--data", required=True, help="labelled file to calibrate on (not the file you report F1 on)")
-    parser.add_argument("--format", help="format of --data (default: the run's data.format)")
-    args = parser.parse_args(argv)
-    from .data.splits import check_types, load_split
+def calibrate(ner, data_path: str) -> dict:
+    """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
+    labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
+    the report (thresholds, F1 before and after per type)."""
+    from .corpus import check_types, load_records
     from .files import atomic_write_json, check_output_file
+    from .heads import HEADS, span_head_names
     from .model import THRESHOLDS
 
-    if args.format:
-        args.set.append(f"data.format={args.format}")
-    ner = load_for_inference(args)
     config, labels = ner.config, ner.labels
-    from .heads import HEADS, span_head_names
-
     if not HEADS[config.model.head].span_scores:
         raise UserError(f"model.head={config.model.head} has no span scores to threshold; calibration needs "
                         f"{' or '.join(span_head_names())}")
     path = os.path.join(ner.directory, THRESHOLDS)
-    check_output_file(path, "--model", [args.data])
-    records = load_split(config, "data", args.data)
+    check_output_file(path, "--model", [data_path])
+    records = load_records(data_path, **config.data.reading)
     check_types(records, labels)
     gold = [r.entities for r in records]
     flat, default = config.model.decode == "flat", config.model.threshold
     candidates = candidate_entities(ner.extractor, [r.text for r in records], min(GRID + (default,)))
     thresholds = choose_thresholds(candidates, gold, labels, default, flat)
-    report = {"data": args.data, "texts": len(records),
+    report = {"data": data_path, "texts": len(records),
               **calibration_report(candidates, gold, labels, default, thresholds, flat)}
-    print(format_calibration(report))
     atomic_write_json(path, report)
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
              "(--set model.calibrated_thresholds=false: %g for every type)", path, default)
-    return 0
-
-
-def main(argv=None) -> int:
-    from .cli import run_command
-
-    return run_command(_calibrate, argv)
+    return report
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("python -m globalpointer.calibrate is now: globalpointer calibrate --model DIR --data FILE "
+             "(or python -m globalpointer calibrate ...)")

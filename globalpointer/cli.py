@@ -1,15 +1,18 @@
-"""The three commands.  train.py, evaluate.py and predict.py call these; the package does the work."""
+"""The command line: ``globalpointer COMMAND ...`` (or ``python -m globalpointer COMMAND ...``), one
+parser per command and one error boundary for all (``run_command``).  train.py, evaluate.py and
+predict.py at the checkout's top are the same commands.  Each command turns its arguments into calls of
+the package; the work is done there."""
 import argparse
+import difflib
 import errno
 import json
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-from .arguments import whole_number
 from .config import BACKENDS, dump_config, load_config
-from .errors import UserError
+from .errors import UserError, setup_logging
 from .files import check_distinct, check_output_file
 from .predictor import OUTPUT_FORMATS
 
@@ -20,8 +23,19 @@ log = logging.getLogger("globalpointer")
 FILE_SYSTEM_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    return parse
 
 
 def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) -> None:
@@ -31,11 +45,11 @@ def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) ->
     parser.add_argument("--print-config", action="store_true", help="print the resolved config with every default and exit")
 
 
-def run_command(main, argv: Optional[List[str]]) -> int:
+def run_command(main, argv: Optional[List[str]], prog: str) -> int:
     """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130."""
     setup_logging()
     try:
-        return main(argv)
+        return main(argv, prog)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -51,8 +65,8 @@ def run_command(main, argv: Optional[List[str]]) -> int:
         return 2
 
 
-def _train(argv):
-    parser = argparse.ArgumentParser(prog="train.py", description="Train a GlobalPointer entity extractor.")
+def _train(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Train a GlobalPointer entity extractor.")
     _config_arguments(parser, config_required=True)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
@@ -83,7 +97,7 @@ def load_for_inference(args):
 
 def inference_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
-                                                       "export directory (python -m globalpointer.export)")
+                                                       "export directory (globalpointer export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
     parser.add_argument("--batch-size", type=whole_number(1), default=0,
@@ -92,8 +106,8 @@ def inference_arguments(parser):
     parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
 
 
-def _evaluate(argv):
-    parser = argparse.ArgumentParser(prog="evaluate.py", description="Span precision / recall / F1 of a checkpoint.")
+def _evaluate(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Span precision / recall / F1 of a checkpoint.")
     inference_arguments(parser)
     parser.add_argument("--data", help="labelled file in any supported format (default: the run's test, else dev file)")
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
@@ -101,7 +115,7 @@ def _evaluate(argv):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .data.splits import check_types, load_split
+    from .corpus import check_types, load_records
     from .files import atomic_write_json, atomic_write_text
     from .metrics import error_summary, format_report, span_report
     from .report_html import render_page
@@ -120,7 +134,7 @@ def _evaluate(argv):
     for flag, output in outputs.items():
         if output:
             check_output_file(output, flag, [path, ner.directory])
-    records = load_split(config, "data", path)
+    records = load_records(path, **config.data.reading)
     check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
     gold = [r.entities for r in records]
@@ -149,8 +163,8 @@ def _predictions_path(report_path: str) -> str:
     return stem + ".predictions.jsonl"
 
 
-def _predict(argv):
-    parser = argparse.ArgumentParser(prog="predict.py", description="Extract entities from every line of a file.")
+def _predict(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Extract entities from every line of a file.")
     inference_arguments(parser)
     parser.add_argument("--input", default="-", help="text file (one text per line) or JSON lines with a text field; "
                                                      "- for standard input")
@@ -214,13 +228,136 @@ def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], m
     log.info("wrote %s", path)
 
 
+def _export(argv, prog) -> int:
+    from .export import export_checkpoint, verify_int8
+    from .model import resolve_checkpoint
+
+    parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
+                                                             "ONNX, INT8.")
+    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/cluener-gp/best")
+    parser.add_argument("--output", required=True, help="export directory to create (an earlier export there is "
+                                                        "replaced; anything else is refused)")
+    parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
+                        help="int8: also write model.int8.onnx (implies --onnx); predict with "
+                             "--set inference.precision=int8")
+    parser.add_argument("--verify", metavar="DEV_FILE", help="with --quantize int8: dev F1, identical texts and "
+                                                             "texts/s of float32 and int8 on this labelled file")
+    args = parser.parse_args(argv)
+    if args.verify and args.quantize != "int8":
+        raise UserError("--verify compares float32 with int8: add --quantize int8")
+    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize,
+                              requested=args.model)
+    print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
+    if args.verify:
+        for row in verify_int8(args.output, args.verify):
+            print(json.dumps(row))
+    return 0
+
+
+def _calibrate(argv, prog) -> int:
+    from .calibrate import calibrate, format_calibration
+
+    parser = argparse.ArgumentParser(prog=prog, description="Per-type thresholds from held-out labelled data, "
+                                                             "written into the model directory's thresholds.json.")
+    inference_arguments(parser)
+    parser.add_argument("--data", required=True, help="labelled file to calibrate on (not the file you report F1 on)")
+    parser.add_argument("--format", help="format of --data (default: the run's data.format)")
+    args = parser.parse_args(argv)
+    if args.format:
+        args.set.append(f"data.format={args.format}")
+    print(format_calibration(calibrate(load_for_inference(args), args.data)))
+    return 0
+
+
+def _serve(argv, prog) -> int:
+    from .serve import run_service
+
+    parser = argparse.ArgumentParser(prog=prog, description="The HTTP service: POST /v1/extract, GET /v1/labels, "
+                                                             "GET /health, GET /docs.")
+    inference_arguments(parser)
+    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
+    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
+    args = parser.parse_args(argv)
+    settings = (("host", args.host), ("port", args.port), ("workers", args.workers),
+                ("rows_per_pass", args.batch_size or None))
+    run_service(args.model, args.set + [f"serve.{key}={value}" for key, value in settings if value is not None],
+                args.backend)
+    return 0
+
+
+def _convert(argv, prog) -> int:
+    from .data.convert import convert_file
+
+    parser = argparse.ArgumentParser(prog=prog, description="Any supported file as canonical JSON lines, or a "
+                                                             "slice of its records.")
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("--format", default="auto", help="input format (default: detected)")
+    parser.add_argument("--skip", type=whole_number(0), default=0, help="leave out the first N records")
+    parser.add_argument("--take", type=whole_number(0), default=0, help="keep at most N records after --skip (0: all)")
+    args = parser.parse_args(argv)
+    records = convert_file(args.input, args.output, args.format, args.skip, args.take)
+    print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
+    return 0
+
+
+def _plot(argv, prog) -> int:
+    from .plot import plot_run
+
+    parser = argparse.ArgumentParser(prog=prog, description="Learning curves of a run: RUN_DIR/metrics.png.")
+    parser.add_argument("run_dir", help="a run directory (output_dir of train) holding metrics.csv")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.run_dir, "metrics.csv")):
+        raise UserError(f"{args.run_dir} holds no metrics.csv; name a run directory (output_dir of a training run)")
+    print(plot_run(args.run_dir))
+    return 0
+
+
+# name -> (command, what it does): the console script's table
+COMMANDS: Dict[str, Tuple[Callable, str]] = {
+    "train": (_train, "train an extractor from a YAML config (configs/)"),
+    "evaluate": (_evaluate, "span precision / recall / F1 of a model on a labelled file"),
+    "predict": (_predict, "entities of every line of a text or JSON-lines file"),
+    "export": (_export, "a deployable export: Paddle Inference, ONNX, INT8"),
+    "calibrate": (_calibrate, "per-type thresholds from held-out labelled data"),
+    "serve": (_serve, "the HTTP service"),
+    "convert": (_convert, "any supported data file as canonical JSON lines"),
+    "plot": (_plot, "learning curves of a run"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items())
+    return (f"usage: globalpointer COMMAND [ARGS]  (globalpointer COMMAND --help for a command's arguments)\n\n"
+            f"Named-entity recognition with a GlobalPointer head on PaddlePaddle.\n\ncommands:\n{rows}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The ``globalpointer`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"error: unknown command {name!r}{hint}\n{usage()}", file=sys.stderr)
+        return 2
+    return run_command(COMMANDS[name][0], argv[1:], f"globalpointer {name}")
+
+
 def train_main(argv=None) -> int:
-    return run_command(_train, argv)
+    return run_command(_train, argv, "train.py")
 
 
 def evaluate_main(argv=None) -> int:
-    return run_command(_evaluate, argv)
+    return run_command(_evaluate, argv, "evaluate.py")
 
 
 def predict_main(argv=None) -> int:
-    return run_command(_predict, argv)
+    return run_command(_predict, argv, "predict.py")

@@ -50,6 +50,11 @@ class DataConfig:
                          "repair: a B/I/M/E tag that continues no entity opens one (conlleval), counted, every "
                          "sentence kept", ("raise", "skip", "repair"))
 
+    @property
+    def reading(self) -> Dict[str, Any]:
+        """How every file of the run is read: ``read_records``'s keyword arguments."""
+        return {"format": self.format, "on_error": self.on_error, "limit": self.limit}
+
 
 @dataclass
 class ModelConfig:
@@ -66,7 +71,7 @@ class ModelConfig:
                        ("nested", "flat"))
     threshold: float = _opt(0.0, "span heads: a span is predicted when its logit exceeds this (0: probability 0.5)")
     calibrated_thresholds: bool = _opt(True, "span heads: use the per-type thresholds of the model directory's "
-                                       "thresholds.json (python -m globalpointer.calibrate) when it has one; "
+                                       "thresholds.json (globalpointer calibrate) when it has one; "
                                        "false: model.threshold for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head")
 
@@ -139,7 +144,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "encoder, head and decoding"})
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "optimisation"})
     inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={"help": "prediction backends"})
-    serve: ServeConfig = field(default_factory=ServeConfig, metadata={"help": "HTTP service (python -m globalpointer.serve)"})
+    serve: ServeConfig = field(default_factory=ServeConfig, metadata={"help": "HTTP service (globalpointer serve)"})
     device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
                        ("auto", "cpu", "gpu"))
     cpu_threads: int = _opt(0, "math threads on CPU per process (0: all cores, shared between data-parallel "

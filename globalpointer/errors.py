@@ -1,4 +1,12 @@
-"""Errors meant for the person running the command: the scripts print the message, not a trace."""
+"""Errors and log lines meant for the person running a command: the commands print an error's
+message, not a trace."""
+import logging
+import sys
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+
 
 
 class UserError(Exception):

@@ -1,13 +1,12 @@
 """Deployable exports of a checkpoint: a Paddle Inference static model, and ONNX.
 
-    python -m globalpointer.export --model RUN/best --output RUN/export [--onnx]
+    globalpointer export --model RUN/best --output RUN/export [--onnx]
 
 The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch and length dynamic),
 ``model.onnx`` with ``--onnx``, ``model.int8.onnx`` with ``--quantize int8``, and the checkpoint's config, labels and tokenizer files, so that
 ``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.  Span heads only:
 the tagger baselines decode with Python code (Viterbi) that no static graph carries.
 """
-import argparse
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ from .errors import UserError
 from .files import (MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                     swap_in_directory)
 from .heads import HEADS, span_head_names
-from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoint
+from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
 
 log = logging.getLogger("globalpointer")
 
@@ -148,14 +147,14 @@ def quantize_onnx(directory: str) -> str:
 
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` and ``model.int8.onnx`` on one labelled file."""
-    from .data.splits import load_split
+    from .corpus import load_records
     from .metrics import span_report
     from .pipeline import load
 
     rows, found, records = [], {}, None
     for precision in ("float32", "int8"):
         ner = load(directory, [f"inference.precision={precision}", "inference.backend=onnxruntime"])
-        records = records or load_split(ner.config, "data", data_path)
+        records = records or load_records(data_path, **ner.config.data.reading)
         texts = [record.text for record in records]
         ner.extractor.extract(texts[:8])  # warm-up: the first run of a session allocates
         started = time.perf_counter()
@@ -169,35 +168,6 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
     return rows
 
 
-def _export(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m globalpointer.export", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/cluener-gp/best")
-    parser.add_argument("--output", required=True, help="export directory to create (an earlier export there is replaced; "
-                                                            "anything else is refused)")
-    parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
-    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
-                        help="int8: also write model.int8.onnx (implies --onnx); predict with "
-                             "--set inference.precision=int8")
-    parser.add_argument("--verify", metavar="DEV_FILE", help="with --quantize int8: dev F1, identical texts and "
-                                                             "texts/s of float32 and int8 on this labelled file")
-    args = parser.parse_args(argv)
-    if args.verify and args.quantize != "int8":
-        raise UserError("--verify compares float32 with int8: add --quantize int8")
-    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize,
-                              requested=args.model)
-    print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
-    if args.verify:
-        for row in verify_int8(args.output, args.verify):
-            print(json.dumps(row))
-    return 0
-
-
-def main(argv=None) -> int:
-    from .cli import run_command
-
-    return run_command(_export, argv)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("python -m globalpointer.export is now: globalpointer export --model CHECKPOINT --output DIR ... "
+             "(or python -m globalpointer export ...)")

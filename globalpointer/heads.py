@@ -8,20 +8,17 @@ which head they drive (see ``taggers.py`` for the token-classification baselines
 """
 import math
 
-from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import paddle
 from paddle import nn
 
 from .decode import Threshold, spans_from_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
-from .masks import MASKED_LOGIT, span_mask, span_mask_bias
+from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
 from .spans import TokenSpan
-
-if TYPE_CHECKING:
-    from .config import ModelConfig
 
 
 
@@ -128,35 +125,35 @@ class EfficientGlobalPointer(_SpanHead):
 
 
 class HeadSpec(NamedTuple):
-    """A head by name: how to build it from the model config, and whether it scores spans (then
-    thresholds, calibration and export apply to it)."""
-    build: Callable[[int, int, "ModelConfig"], nn.Layer]  # (hidden_size, num_types, config.model)
+    """A head by name: how to build it, and whether it scores spans (then thresholds, calibration and
+    export apply to it)."""
+    build: Callable[..., nn.Layer]  # (hidden_size, num_types, head_size=, rope=, tril_mask=, loss=)
     span_scores: bool
 
 
 def _tagger(crf: bool):
-    def build(hidden_size: int, num_types: int, model: "ModelConfig") -> nn.Layer:
+    def build(hidden_size: int, num_types: int, **span_settings) -> nn.Layer:
         from .taggers import TokenTagger  # taggers import decode and crf only; lazily, as the baselines they are
 
-        return TokenTagger(hidden_size, num_types, crf=crf)
+        return TokenTagger(hidden_size, num_types, crf=crf)  # the span settings do not apply to a tagger
     return build
 
 
 # The one list of heads: config.py's model.head choices and every check by kind come from it.
 HEADS: Dict[str, HeadSpec] = {
-    "global_pointer": HeadSpec(lambda hidden_size, num_types, m: GlobalPointer(
-        hidden_size, num_types, m.head_size, m.rope, m.tril_mask, m.loss), True),
-    "efficient_global_pointer": HeadSpec(lambda hidden_size, num_types, m: EfficientGlobalPointer(
-        hidden_size, num_types, m.head_size, m.rope, m.tril_mask, m.loss), True),
+    "global_pointer": HeadSpec(GlobalPointer, True),
+    "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, True),
     "softmax_tagger": HeadSpec(_tagger(crf=False), False),
     "crf_tagger": HeadSpec(_tagger(crf=True), False),
 }
 
 
-def build_head(model: "ModelConfig", hidden_size: int, num_types: int) -> nn.Layer:
-    if model.head not in HEADS:
-        raise ValueError(f"unknown head {model.head!r}; choose one of {', '.join(HEADS)}")
-    return HEADS[model.head].build(hidden_size, num_types, model)
+def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
+               tril_mask: bool = True, loss: str = "sparse") -> nn.Layer:
+    """The head ``name`` of ``HEADS`` (the config's ``model.head``) with the model's span settings."""
+    if name not in HEADS:
+        raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
+    return HEADS[name].build(hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask, loss=loss)
 
 
 def span_head_names() -> List[str]:

@@ -64,6 +64,9 @@ def choose_mkl_cpu_type(cpu: CpuInfo, environ) -> Decision:
     return Decision("5", "MKL_DEBUG_CPU_TYPE=5: MKL's AVX2 kernels on a non-Intel CPU")
 
 
+CHOSEN = ""  # what configure_mkl chose when the package was imported: the line the runtime logs
+
+
 def configure_mkl(environ=os.environ, cpu: Optional[CpuInfo] = None) -> str:
     """Apply the decision to ``environ``; returns the line the runtime logs."""
     cpu = cpu or read_cpu_info()

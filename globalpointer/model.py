@@ -30,7 +30,7 @@ WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"
 METADATA_FILES = ("config.yaml", "labels.json", "config.json", "vocab.txt")
 CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, checked against vocab.txt
-THRESHOLDS = "thresholds.json"  # per-type thresholds written by python -m globalpointer.calibrate
+THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
 
 
 class SpanModel(nn.Layer):
@@ -38,7 +38,8 @@ class SpanModel(nn.Layer):
         super().__init__()
         self.encoder = use_training_linear(encoder)
         self.dropout = nn.Dropout(model.dropout)
-        self.head = build_head(model, hidden_size, num_types)
+        self.head = build_head(model.head, hidden_size, num_types, head_size=model.head_size, rope=model.rope,
+                               tril_mask=model.tril_mask, loss=model.loss)
         self.takes_positions = "position_ids" in inspect.signature(encoder.forward).parameters
 
     @property
@@ -138,7 +139,7 @@ def read_thresholds(directory: str, labels: List[str]) -> Optional[List[float]]:
     path = os.path.join(directory, THRESHOLDS)
     if not os.path.isfile(path):
         return None
-    fix = f"rerun python -m globalpointer.calibrate --model {directory} --data FILE, or delete the file"
+    fix = f"rerun globalpointer calibrate --model {directory} --data FILE, or delete the file"
     try:
         with open(path, encoding="utf-8") as handle:
             thresholds = json.load(handle)["thresholds"]

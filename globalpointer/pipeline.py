@@ -8,7 +8,7 @@
 ``load`` reads the model directory's config, applies overrides (``model__threshold=0.5`` or
 ``overrides=["model.threshold=0.5"]``, as ``--set`` does), sets the device, picks the backend
 (``inference.backend``) and only then builds the model.  Per-type thresholds that
-``python -m globalpointer.calibrate`` stored in the directory are used unless
+``globalpointer calibrate`` stored in the directory are used unless
 ``model.calibrated_thresholds`` is false.
 """
 import logging
@@ -91,12 +91,12 @@ def inference_config(model: str, overrides: Optional[Sequence[str]] = None, back
 
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
-    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``python -m globalpointer.export``).
+    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``).
 
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
     from .backends import InferenceModel, OnnxModel, choose_backend, onnx_file
-    from .data.splits import text_encoder_for
+    from .corpus import text_encoder_for
     from .inference import Extractor
     from .model import THRESHOLDS, build_from_checkpoint, read_thresholds
     from .runtime import cpu_thread_count, setup_runtime
@@ -123,7 +123,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
-    extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
+    extractor = Extractor(network, text_encoder_for(tokenizer, record.tokenization, config.data.max_length,
+                                                    config.data.window_overlap), labels, config.model.decode,
                           threshold, window_batch_size or config.train.eval_batch_size, decoder,
                           config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

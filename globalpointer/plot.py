@@ -1,4 +1,4 @@
-"""Learning curves of a run: ``python -m globalpointer.plot RUN_DIR`` writes RUN_DIR/metrics.png
+"""Learning curves of a run: ``globalpointer plot RUN_DIR`` writes RUN_DIR/metrics.png
 (train loss and dev precision / recall / F1 per evaluation, from metrics.csv; with EMA also the
 trained weights' F1 without the average)."""
 import csv
@@ -36,6 +36,4 @@ def plot_run(run_dir: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not os.path.isfile(os.path.join(sys.argv[1], "metrics.csv")):
-        sys.exit("usage: python -m globalpointer.plot RUN_DIR   (a run directory with metrics.csv)")
-    print(plot_run(sys.argv[1]))
+    sys.exit("python -m globalpointer.plot is now: globalpointer plot RUN_DIR (or python -m globalpointer plot ...)")

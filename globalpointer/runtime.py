@@ -7,9 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import paddle
 
-from . import MATH_LIBRARY
+from . import mathlib
 from .errors import ConfigError
-from .mathlib import flush_denormals
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
         # `import paddle` pins OMP_NUM_THREADS to 1 when it is unset: one core of two would idle.
         threads = cpu_thread_count(cpu_threads, world_size)
         paddle.base.core.set_num_threads(threads)
-        log.info("%s; %d thread(s); %s", MATH_LIBRARY, threads, flush_denormals())
+        log.info("%s; %d thread(s); %s", mathlib.CHOSEN, threads, mathlib.flush_denormals())
     if world_size > 1:
         paddle.distributed.init_parallel_env()
     return Runtime(chosen, rank, world_size)

@@ -1,4 +1,4 @@
-"""The HTTP service: ``python -m globalpointer.serve --model RUN/best [--host H] [--port P] [--set serve.KEY=V]``.
+"""The HTTP service: ``globalpointer serve --model RUN/best [--host H] [--port P] [--set serve.KEY=V]``.
 
 ``POST /v1/extract`` ``{"texts": [...]}`` -> ``{"results": [{"text", "entities": [...]}]}`` (the
 entities of predict.py), ``GET /v1/labels``, ``GET /health``, OpenAPI docs at ``/docs``.
@@ -11,7 +11,6 @@ than its last call had, and predicts them in one call, so many small requests sh
 its own model and micro-batcher: on the CPU, single-core processes predict the small batches of
 concurrent clients faster than one process on every core (docs/PERFORMANCE.md).
 """
-import argparse
 import asyncio
 import collections
 import contextlib
@@ -408,19 +407,19 @@ def worker_count(requested: int, on_gpu: bool, cores: int) -> int:
 
 
 def worker_app():
-    """The application of one worker process (uvicorn's factory): the model loaded with the arguments
-    the parent process checked."""
+    """The application of one worker process (uvicorn's factory): the model loaded as the parent
+    process checked it, from the arguments it handed over in ``WORKER_ARGS``."""
     from uvicorn.config import STARTUP_FAILURE
 
-    from .cli import load_for_inference, setup_logging
-    from .errors import UserError
-
+    from .errors import UserError, setup_logging
+    from .pipeline import load
+    
     setup_logging()
     # Importing paddle replaces uvicorn's graceful shutdown with an abort: uvicorn's handlers are put
     # back (a stop while the model loads still aborts this worker, which serves nothing yet).
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        ner = load_for_inference(argparse.Namespace(**json.loads(os.environ[WORKER_ARGS])))
+        ner = load(**json.loads(os.environ[WORKER_ARGS]))
     except UserError as error:  # the same in every worker: the supervisor stops instead of restarting it
         print(f"error: {error}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
@@ -429,24 +428,16 @@ def worker_app():
     return create_app(ner, ner.config.serve)
 
 
-def _serve(argv) -> int:
-    from .cli import inference_arguments, load_for_inference
-    from .errors import UserError
-    from .pipeline import inference_config
-    from .runtime import choose_device, cpu_thread_count
-
-    parser = argparse.ArgumentParser(prog="python -m globalpointer.serve", description=__doc__.split("\n")[0])
-    inference_arguments(parser)
-    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
-    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
-    args = parser.parse_args(argv)
-    args.set += [f"serve.{key}={value}" for key, value in
-                 (("host", args.host), ("port", args.port), ("workers", args.workers),
-                  ("rows_per_pass", args.batch_size or None)) if value is not None]
+def run_service(model: str, overrides: List[str], backend: Optional[str] = None) -> None:
+    """Serve ``model`` until SIGTERM or Ctrl-C: stop accepting, finish the requests in flight (within
+    ``serve.shutdown_timeout_s``), in every worker process."""
     import uvicorn
 
-    config = inference_config(args.model, args.set, backend=args.backend)
+    from .errors import UserError
+    from .pipeline import inference_config, load
+    from .runtime import choose_device, cpu_thread_count
+
+    config = inference_config(model, overrides, backend=backend)
     limits = config.serve
     on_gpu = choose_device(config.device).startswith("gpu")
     workers = worker_count(limits.workers, on_gpu, cpu_thread_count(0, 1))  # (0, 1): every core of this process
@@ -456,27 +447,22 @@ def _serve(argv) -> int:
     settings = dict(host=limits.host, port=limits.port, log_level="info",
                     timeout_graceful_shutdown=limits.shutdown_timeout_s)
     if workers == 1:
-        ner = load_for_inference(args)
-        server = uvicorn.Server(uvicorn.Config(create_app(ner, limits), **settings))
-        server.run()  # SIGTERM / Ctrl-C: stop accepting, finish requests in flight, run the lifespan's end
-        return 0
+        ner = load(model, overrides, backend=backend)
+        log.info("%s: %s backend on %s", ner.directory, ner.backend, ner.runtime.device)
+        uvicorn.Server(uvicorn.Config(create_app(ner, limits), **settings)).run()
+        return
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
-    os.environ[WORKER_ARGS] = json.dumps({**vars(args), "set": args.set + [f"cpu_threads={threads}"]})
+    os.environ[WORKER_ARGS] = json.dumps({"model": model, "overrides": overrides + [f"cpu_threads={threads}"],
+                                          "backend": backend})
     uvicorn_config = uvicorn.Config("globalpointer.serve:worker_app", factory=True, workers=workers, **settings)
     supervisor = Multiprocess(uvicorn_config, sockets=[uvicorn_config.bind_socket()])
-    supervisor.run()  # SIGTERM / Ctrl-C: each worker stops accepting and finishes its requests in flight
+    supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         raise UserError("a worker process could not start: its error is above")
-    return 0
-
-
-def main(argv=None) -> int:
-    from .cli import run_command
-
-    return run_command(_serve, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("python -m globalpointer.serve is now: globalpointer serve --model DIR ... "
+             "(or python -m globalpointer serve ...)")

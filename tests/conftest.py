@@ -1,8 +1,6 @@
 import os
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 import pytest

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from globalpointer import export
+from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
 from globalpointer.data.features import AlignmentReport, TextEncoder
@@ -45,13 +45,13 @@ def test_export_refuses_the_run_the_checkpoint_and_the_current_directory(run_cop
     before = snapshot(run_copy)
     best = str(run_copy / "best")
     for output in (str(run_copy), best, str(tmp_path)):
-        assert export.main(["--model", best, "--output", output]) == 2
+        assert cli(["export", "--model", best, "--output", output]) == 2
     assert "would replace the checkpoint" in capsys.readouterr().err
     work = tmp_path / "work"
     work.mkdir()
     (work / "mine.txt").write_text("keep me")
     monkeypatch.chdir(work)
-    assert export.main(["--model", best, "--output", "."]) == 2
+    assert cli(["export", "--model", best, "--output", "."]) == 2
     assert "would replace the current directory" in capsys.readouterr().err
     assert snapshot(run_copy) == before and (work / "mine.txt").read_text() == "keep me"
 
@@ -61,12 +61,12 @@ def test_export_replaces_an_earlier_export_and_nothing_else(run_copy, tmp_path, 
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "mine.txt").write_text("keep me")
-    assert export.main(["--model", best, "--output", str(notes)]) == 2
+    assert cli(["export", "--model", best, "--output", str(notes)]) == 2
     assert "holds files that no export of this project wrote" in capsys.readouterr().err
     assert (notes / "mine.txt").read_text() == "keep me"
     target = tmp_path / "export"
-    assert export.main(["--model", best, "--output", str(target)]) == 0
-    assert export.main(["--model", best, "--output", str(target) + "/"]) == 0  # the earlier export is replaced
+    assert cli(["export", "--model", best, "--output", str(target)]) == 0
+    assert cli(["export", "--model", best, "--output", str(target) + "/"]) == 0  # the earlier export is replaced
     assert (target / "inference.json").is_file() and not (tmp_path / "export.previous").exists()
 
 

@@ -86,13 +86,13 @@ def test_per_type_thresholds_decode_like_one_threshold_per_type():
 # the command ------------------------------------------------------------------------------------
 
 def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_path, capsys):
-    from globalpointer.calibrate import main as calibrate_main
+    from globalpointer.cli import main as cli
     from globalpointer.cli import evaluate_main, predict_main
 
     model = tmp_path / "best"
     shutil.copytree(trained / "run" / "best", model)
     dev = str(trained / "dev.jsonl")
-    assert calibrate_main(["--model", str(model), "--data", dev]) == 0
+    assert cli(["calibrate", "--model", str(model), "--data", dev]) == 0
     printed = capsys.readouterr().out
     stored = json.loads((model / "thresholds.json").read_text())
     assert set(stored["thresholds"]) == set(json.loads((model / "labels.json").read_text()))
@@ -125,7 +125,7 @@ def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_
 
 
 def test_calibrate_refuses_taggers_and_needs_data(trained, capsys):
-    from globalpointer.calibrate import main as calibrate_main
+    from globalpointer.cli import main as cli
 
-    assert calibrate_main(["--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
+    assert cli(["calibrate", "--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
     assert "file not found: /nope.jsonl" in capsys.readouterr().err

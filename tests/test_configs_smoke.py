@@ -7,7 +7,9 @@ import os
 import pytest
 
 from globalpointer.cli import train_main
-from globalpointer.data.convert import main as convert_main
+from globalpointer.cli import main as cli
+
+pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
@@ -20,7 +22,7 @@ def test_config_smoke(name, shared_data, tmp_path, monkeypatch):
     if name == "cmeee":  # its split is written by the converter first (see the config)
         source = os.path.join(shared_data, "cmeee", "CMeEE_dev.json")
         for target, args in (("train.jsonl", ["--take", "4000"]), ("test.jsonl", ["--skip", "4000"])):
-            assert convert_main([source, str(tmp_path / target), *args]) == 0
+            assert cli(["convert", source, str(tmp_path / target), *args]) == 0
         overrides += [f"data.train={tmp_path / 'train.jsonl'}", f"data.dev={tmp_path / 'test.jsonl'}"]
     arguments = ["--config", f"configs/{name}.yaml"]
     for override in overrides:

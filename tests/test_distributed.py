@@ -5,11 +5,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from synthetic import tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_two_process_training(tmp_path):
     config = tiny_config(tmp_path, train__epochs=3)
     command = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
@@ -27,6 +30,7 @@ def test_two_process_training(tmp_path):
         "Traceback" not in open(tmp_path / "log" / "workerlog.1").read()
 
 
+@pytest.mark.slow
 def test_two_process_prediction_equals_one_process(trained, tmp_path):
     """Each process predicts a contiguous share of the lines; the joined output is the single-process one."""
     from synthetic import make_records

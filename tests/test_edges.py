@@ -4,7 +4,6 @@ attack as a user would meet it and asserts what the user is promised; the servic
 tests/test_serve_edges.py."""
 import json
 import os
-import pickle
 import resource
 import shutil
 import subprocess
@@ -14,10 +13,9 @@ import numpy as np
 import pytest
 import yaml
 
-from globalpointer import export
+from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
-from globalpointer.data import convert
 from globalpointer.data.readers import read_records
 from globalpointer.errors import CheckpointError, ConfigError, DataError, EncoderError
 from globalpointer.model import load_checkpoint
@@ -46,24 +44,24 @@ def test_export_onto_the_checkpoint_a_kill_left_is_refused(run_copy, capsys):
     best = run_copy / "best"
     best.rename(run_copy / "best.previous-k1ll3d")
     before = snapshot(run_copy)
-    assert export.main(["--model", str(best), "--output", str(best)]) == 2
+    assert cli(["export", "--model", str(best), "--output", str(best)]) == 2
     assert "would replace the checkpoint" in capsys.readouterr().err
     assert snapshot(run_copy) == before
 
 
 def test_re_export_keeps_files_the_user_added_and_folders_named_like_temporaries(run_copy, tmp_path, capsys):
     target = tmp_path / "export"
-    assert export.main(["--model", str(run_copy / "best"), "--output", str(target)]) == 0
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 0
     mine = {"export.partial": "partial", "export.previous": "previous", "export.partial-x": "x"}
     for name, content in mine.items():  # folders of the user's that look like the temporaries of old
         (tmp_path / name).mkdir()
         (tmp_path / name / "mine.txt").write_text(content)
-    assert export.main(["--model", str(run_copy / "best"), "--output", str(target)]) == 0  # a clean export: replaced
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 0  # a clean export: replaced
     (target / "NOTES.txt").write_text("my notes")
     (target / "mydata").mkdir()
     (target / "mydata" / "a.txt").write_text("data")
     before = snapshot(tmp_path)
-    assert export.main(["--model", str(run_copy / "best"), "--output", str(target)]) == 2
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 2
     assert "holds files that no export of this project wrote" in capsys.readouterr().err
     assert snapshot(tmp_path) == before
     for name, content in mine.items():
@@ -75,7 +73,7 @@ def test_export_refuses_another_tools_paddle_model(run_copy, tmp_path, capsys):
     other.mkdir()
     (other / "inference.json").write_text("{}")
     (other / "train_log.txt").write_text("3 days of training")
-    assert export.main(["--model", str(run_copy / "best"), "--output", str(other)]) == 2
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(other)]) == 2
     assert "no export of this project wrote" in capsys.readouterr().err
     assert (other / "train_log.txt").read_text() == "3 days of training"
 
@@ -84,7 +82,7 @@ def test_export_of_a_checkpoint_named_like_a_temporary_keeps_it(run_copy, tmp_pa
     checkpoint = tmp_path / "X.partial"
     shutil.copytree(run_copy / "best", checkpoint)
     before = snapshot(checkpoint)
-    assert export.main(["--model", str(checkpoint), "--output", str(tmp_path / "X")]) == 0
+    assert cli(["export", "--model", str(checkpoint), "--output", str(tmp_path / "X")]) == 0
     assert snapshot(checkpoint) == before and (tmp_path / "X" / "inference.json").is_file()
 
 
@@ -92,7 +90,7 @@ def test_export_does_not_follow_symbolic_links(run_copy, tmp_path, caplog):
     secret = tmp_path / "id_ed25519"
     secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
     os.symlink(secret, run_copy / "best" / "README.txt")
-    assert export.main(["--model", str(run_copy / "best"), "--output", str(tmp_path / "export")]) == 0
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(tmp_path / "export")]) == 0
     assert not os.path.lexists(tmp_path / "export" / "README.txt")
     assert all(b"OPENSSH" not in content for content in snapshot(tmp_path / "export").values())
     assert "symbolic links not copied into the export: README.txt" in caplog.text
@@ -103,7 +101,7 @@ def test_export_does_not_follow_symbolic_links(run_copy, tmp_path, caplog):
 def test_convert_onto_its_input_is_refused(tmp_path, capsys):
     source = write_jsonl(tmp_path / "in.jsonl", [{"text": f"张三{i}", "entities": []} for i in range(20)])
     before = open(source, "rb").read()
-    assert convert.main([source, source, "--take", "10"]) == 2
+    assert cli(["convert", source, source, "--take", "10"]) == 2
     assert "is the input" in capsys.readouterr().err and open(source, "rb").read() == before
 
 
@@ -111,13 +109,13 @@ def test_convert_onto_its_input_is_refused(tmp_path, capsys):
 def test_convert_refuses_negative_counts(tmp_path, capsys, flags, message):
     source = write_jsonl(tmp_path / "in.jsonl", [{"text": "张三", "entities": []}])
     with pytest.raises(SystemExit) as stop:
-        convert.main([source, str(tmp_path / "out.jsonl"), *flags])
+        cli(["convert", source, str(tmp_path / "out.jsonl"), *flags])
     assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_convert_refuses_a_skip_that_leaves_nothing(tmp_path, capsys):
     source = write_jsonl(tmp_path / "in.jsonl", [{"text": "张三", "entities": []}] * 3)
-    assert convert.main([source, str(tmp_path / "out.jsonl"), "--skip", "999999"]) == 2
+    assert cli(["convert", source, str(tmp_path / "out.jsonl"), "--skip", "999999"]) == 2
     assert "--skip 999999 leaves none of its 3 records" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -334,7 +332,7 @@ def test_json_lines_with_raw_line_separators_read_back(tmp_path):
     source = write_lines(tmp_path / "in.jsonl", [{"text": text, "entities": [{"start": 0, "end": 2, "type": "PER"}]},
                                                  {"text": "李四", "entities": []}])
     assert "\u2028" in open(source, encoding="utf-8").read()  # written raw, as json.dumps(ensure_ascii=False) does
-    assert convert.main([source, str(tmp_path / "out.jsonl")]) == 0
+    assert cli(["convert", source, str(tmp_path / "out.jsonl")]) == 0
     for path in (source, str(tmp_path / "out.jsonl")):
         records = read_records(path)
         assert [r.text for r in records] == [text, "李四"] and records[0].entities[0].key == (0, 2, "PER")
@@ -377,6 +375,7 @@ def run_limited(args, tmp_path, file_size_limit):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["predict", "export"])
 def test_a_full_disk_is_one_line(trained, tmp_path, command):
     model = str(trained / "run" / "best")
@@ -384,7 +383,7 @@ def test_a_full_disk_is_one_line(trained, tmp_path, command):
         (tmp_path / "in.txt").write_text("张三在北京大学读书\n" * 3000, encoding="utf-8")
         args = [os.path.join(ROOT, "predict.py"), "--model", model, "--input", "in.txt", "--output", "out.jsonl"]
     else:
-        args = ["-m", "globalpointer.export", "--model", model, "--output", "export"]
+        args = ["-m", "globalpointer", "export", "--model", model, "--output", "export"]
     done = run_limited(args, tmp_path, 20_000)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "File too large; free space" in done.stderr
@@ -419,7 +418,7 @@ def test_an_export_whose_export_json_is_missing_or_wrong_still_predicts(trained,
     import globalpointer
 
     target = tmp_path / "export"
-    assert export.main(["--model", str(trained / "run" / "best"), "--output", str(target), "--onnx"]) == 0
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--onnx"]) == 0
     if info is None:
         os.remove(target / "export.json")
     else:
@@ -432,7 +431,7 @@ def test_an_export_whose_export_json_is_missing_or_wrong_still_predicts(trained,
 
 def test_a_max_length_beyond_an_exports_positions_is_refused_before_the_work(trained, tmp_path, capsys):
     target = tmp_path / "export"
-    assert export.main(["--model", str(trained / "run" / "best"), "--output", str(target)]) == 0
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target)]) == 0
     (tmp_path / "in.txt").write_text("张三\n", encoding="utf-8")
     assert predict_main(["--model", str(target), "--input", str(tmp_path / "in.txt"), "--output",
                          str(tmp_path / "out.jsonl"), "--set", "data.max_length=100000"]) == 2

@@ -7,7 +7,7 @@ import pytest
 
 from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.data.batching import collate
-from globalpointer.data.splits import text_encoder_for
+from globalpointer.corpus import text_encoder_for
 from globalpointer.errors import CheckpointError, ConfigError, UserError
 from globalpointer.backends import (InferenceModel, OnnxModel, choose_backend, onnx_providers,
                                     paddle_inference_settings)
@@ -26,7 +26,8 @@ def exported(trained):
 
 def batch_of_windows(trained, texts):
     loaded = load_checkpoint(str(trained / "run" / "best"))
-    encoder = text_encoder_for(loaded.config, loaded.encoder.tokenizer, loaded.record.tokenization)
+    encoder = text_encoder_for(loaded.encoder.tokenizer, loaded.record.tokenization, loaded.config.data.max_length,
+                               loaded.config.data.window_overlap)
     windows = [w for i, t in enumerate(texts) for w in encoder.windows(i, encoder.tokenize(t))]
     return loaded.model, model_inputs(collate(windows, encoder.pad_id))
 
@@ -81,7 +82,7 @@ def test_backend_choice(trained, exported, tmp_path):
     assert choose_backend("auto", str(exported), has_onnxruntime=False) == "paddle-inference"
     assert choose_backend("auto", str(no_onnx), has_onnxruntime=True) == "paddle-inference"
     assert choose_backend("paddle-inference", str(exported)) == "paddle-inference"
-    with pytest.raises(ConfigError, match="is a checkpoint: python -m globalpointer.export"):
+    with pytest.raises(ConfigError, match="is a checkpoint: globalpointer export"):
         choose_backend("onnxruntime", checkpoint)
     with pytest.raises(ConfigError, match="needs a checkpoint directory"):
         choose_backend("dynamic", str(exported))
@@ -124,10 +125,10 @@ def test_tagger_heads_are_not_exported(tmp_path):
 
 def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
-    from globalpointer import export
+    from globalpointer.cli import main as cli
 
     target = tmp_path / "int8"
-    assert export.main(["--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
                         "--verify", str(trained / "dev.jsonl")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{\"model\"")]
     assert [row["model"] for row in rows] == ["float32", "int8"]

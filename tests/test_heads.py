@@ -106,13 +106,13 @@ def test_build_head_names():
     from globalpointer.taggers import TokenTagger
 
     model = load_config(overrides=["model.head=efficient_global_pointer", "model.head_size=8"]).model
-    head = build_head(model, 16, 2)
+    head = build_head(model.head, 16, 2, head_size=model.head_size)
     assert isinstance(head, EfficientGlobalPointer) and head.head_size == 8
     for name, spec in HEADS.items():  # every registered head builds, and says truly whether it scores spans
-        built = build_head(model.__class__(head=name, head_size=8), 16, 2)
+        built = build_head(name, 16, 2, head_size=8)
         assert spec.span_scores == (not isinstance(built, TokenTagger))
     with pytest.raises(ValueError, match="global_pointer"):
-        build_head(model.__class__(head="globalpointer"), 16, 2)
+        build_head("globalpointer", 16, 2)
 
 
 def test_span_mask_upper_triangle():

@@ -67,6 +67,7 @@ HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+@pytest.mark.slow
 def test_evaluate_html_in_a_real_browser(trained, tmp_path, capsys):
     from globalpointer.cli import evaluate_main, predict_main
 

@@ -10,6 +10,8 @@ import time
 import pytest
 from synthetic import tiny_config
 
+pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

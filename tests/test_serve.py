@@ -14,6 +14,8 @@ import pytest
 from conftest import ROOT
 from globalpointer.serve import workers_serving
 
+pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -34,12 +36,12 @@ def call(base, path, body=None, raw: bytes = None, headers=None):
 
 
 class Service:
-    """``python -m globalpointer.serve`` started as users start it; its output read as it comes."""
+    """``globalpointer serve`` started as users start it; its output read as it comes."""
 
     def __init__(self, model, *extra):
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer.serve", "--model", str(model),
+        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", str(model),
                                          "--port", str(port), *extra],
                                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
@@ -221,7 +223,7 @@ def test_workers_share_the_cores_and_a_worker_that_cannot_start_stops_the_servic
     shutil.copytree(trained / "run" / "best", broken)
     weights = next(broken.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:100])  # the files are all there: only loading the weights fails
-    process = subprocess.run([sys.executable, "-m", "globalpointer.serve", "--model", str(broken), "--port",
+    process = subprocess.run([sys.executable, "-m", "globalpointer", "serve", "--model", str(broken), "--port",
                               str(free_port()), "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert process.returncode == 2 and "a worker process could not start" in process.stderr, process.stderr
     assert "safetensors" in process.stderr, process.stderr

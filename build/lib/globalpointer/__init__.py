@@ -1,0 +1,18 @@
+"""GlobalPointer named-entity recognition on PaddlePaddle."""
+import warnings
+
+# Noise that paddle prints on import and that no user can act on.
+warnings.filterwarnings("ignore", message="No ccache found")
+warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+
+# Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
+from . import mathlib
+
+MATH_LIBRARY = mathlib.CHOSEN = mathlib.configure_mkl()
+
+
+def load(model: str, *args, **kwargs):
+    """``globalpointer.load("runs/x/best")`` -> a Pipeline: ``ner(text)``, ``ner.pipe(texts)`` (pipeline.py)."""
+    from .pipeline import load as load_pipeline
+
+    return load_pipeline(model, *args, **kwargs)

@@ -1,0 +1,206 @@
+"""Where an exported model runs: Paddle Inference or ONNX Runtime, on the CPU or a GPU.
+
+Both take the dynamic model's call signature (input_ids, attention_mask, token_mask -> logits) and
+its head's decoding, so the Extractor does not know which one it drives.  ``choose_backend`` picks
+one for a model directory: ``auto`` takes ONNX Runtime where the export has ``model.onnx`` (the
+fastest on CPU, docs/PERFORMANCE.md), Paddle Inference for an export without it, and the dynamic
+graph for a checkpoint.  Nothing falls back silently: a backend or device that cannot be had is an
+error saying how to get it.
+"""
+import importlib.util
+import json
+import os
+from typing import List, NamedTuple
+
+import numpy as np
+import paddle
+
+from .errors import CheckpointError, ConfigError
+from .heads import decode_span_logits
+
+PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
+EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
+
+
+def is_export(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, PROGRAM))
+
+
+def onnxruntime_available() -> bool:
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def onnx_file(precision: str) -> str:
+    return ONNX_INT8 if precision == "int8" else ONNX
+
+
+def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32") -> str:
+    """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
+    has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
+    export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
+    export_hint = "globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx"
+    if precision == "int8":
+        if requested not in ("auto", "onnxruntime"):
+            raise ConfigError(f"inference.precision=int8 runs on onnxruntime, not {requested}")
+        if not onnx:
+            raise ConfigError(f"inference.precision=int8: {directory} has no {ONNX_INT8}; make it with "
+                              f"globalpointer export ... --quantize int8")
+        requested = "onnxruntime"
+    if requested == "auto":
+        if onnx and has_onnxruntime:
+            return "onnxruntime"
+        return "paddle-inference" if export else "dynamic"
+    if requested == "dynamic" and export:
+        raise ConfigError(f"inference.backend=dynamic needs a checkpoint directory; {directory} is an export "
+                          f"(use paddle-inference or onnxruntime, or point --model at RUN/best)")
+    if requested in ("paddle-inference", "onnxruntime") and not export:
+        raise ConfigError(f"inference.backend={requested} runs an export; {directory} is a checkpoint: {export_hint}")
+    if requested == "onnxruntime":
+        if not onnx:
+            raise ConfigError(f"inference.backend=onnxruntime: {directory} has no {ONNX}; export again with --onnx")
+        if not has_onnxruntime:
+            raise ConfigError("inference.backend=onnxruntime: onnxruntime is not installed (pip install onnxruntime, "
+                              "or onnxruntime-gpu for CUDA)")
+    return requested
+
+
+def onnx_providers(on_gpu: bool, available: List[str]) -> List[str]:
+    if not on_gpu:
+        return ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" not in available:
+        raise ConfigError("device: gpu with inference.backend=onnxruntime needs onnxruntime-gpu "
+                          "(CUDAExecutionProvider); installed providers: " + ", ".join(available))
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+class PaddleInferenceSettings(NamedTuple):
+    """What ``InferenceModel`` asks of Paddle Inference; a pure function of the config, so tested on CPU."""
+    gpu_id: int  # -1: the CPU
+    half_precision: bool
+    tensorrt: bool
+
+
+def paddle_inference_settings(device: str, precision: str, tensorrt: bool) -> PaddleInferenceSettings:
+    on_gpu = device.startswith("gpu")
+    if precision == "int8":
+        raise ConfigError("inference.precision=int8 runs on onnxruntime (model.int8.onnx), not paddle-inference")
+    if not on_gpu and (precision != "float32" or tensorrt):
+        raise ConfigError(f"inference.precision={precision} / inference.tensorrt={tensorrt} need a GPU "
+                          f"(device is {device}); use float32 and tensorrt: false on the CPU")
+    return PaddleInferenceSettings(int(device.split(":")[1]) if on_gpu else -1, precision == "float16", tensorrt)
+
+
+def program_input_dtype(program: str, name: str) -> str:
+    """The dtype of input ``name`` of a Paddle program saved as JSON (PIR): the ``data`` op that
+    names it.  (Paddle Inference's input handles say float32 for every input until one is fed.)"""
+    def attributes(op) -> dict:
+        return {a.get("N"): (a.get("AT") or {}).get("D") for a in op.get("A") or [] if isinstance(a, dict)}
+
+    def ops(node):
+        if isinstance(node, dict):
+            if str(node.get("#", "")).endswith(".data"):
+                yield node
+            for value in node.values():
+                yield from ops(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from ops(value)
+
+    try:
+        with open(program, encoding="utf-8") as handle:
+            tree = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{program} cannot be read ({error}); export the checkpoint again") from None
+    for op in ops(tree):
+        found = attributes(op)
+        if found.get("name") == name and isinstance(found.get("dtype"), str):
+            return found["dtype"]
+    raise CheckpointError(f"{program} declares no input {name!r}; export the checkpoint again")
+
+
+class _ExportedModel:
+    """Whether an export reads rows of several texts is read off its program: its token_mask numbers
+    the texts of a row (int64); exports of earlier versions take a bool token_mask, one text per row."""
+
+    def __init__(self, tril_mask: bool):
+        self.tril_mask = tril_mask
+
+    def set_token_mask_type(self, packs_texts: bool) -> None:
+        self.packs_texts = packs_texts
+        self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
+
+    def decode(self, logits, token_mask, threshold):
+        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
+
+
+class InferenceModel(_ExportedModel):
+    """A Paddle Inference predictor over ``inference.json`` + ``inference.pdiparams``."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
+                 precision: str = "float32", tensorrt: bool = False):
+        from paddle import inference
+
+        super().__init__(tril_mask)
+        settings = paddle_inference_settings(device, precision, tensorrt)
+        config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
+        if settings.gpu_id >= 0:
+            kind = inference.PrecisionType.Half if settings.half_precision else inference.PrecisionType.Float32
+            config.enable_use_gpu(256, settings.gpu_id, kind)
+            if settings.tensorrt:
+                config.enable_tensorrt_engine(workspace_size=1 << 30, max_batch_size=1, min_subgraph_size=3,
+                                              precision_mode=kind, use_static=False, use_calib_mode=False)
+        else:
+            config.disable_gpu()
+            # oneDNN's kernels change this graph's logits (by up to 22 on the quickstart model, against
+            # the dynamic graph): no single fuse pass is the cause, the kernels are, so they are kept off
+            # by deleting the pass that places ops on them.  The CPU fusions of the oneDNN pass list
+            # stay, and they are exact (2.7e-5) and 1.23x as fast as the list without oneDNN
+            # (docs/PERFORMANCE.md, "oneDNN in Paddle Inference").
+            config.enable_mkldnn()
+            config.delete_pass("onednn_placement_pass")
+            config.set_cpu_math_library_num_threads(threads)
+        config.disable_glog_info()
+        try:
+            self.predictor = inference.create_predictor(config)
+        except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
+            raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
+        self.set_token_mask_type(program_input_dtype(os.path.join(directory, PROGRAM),
+                                                     self.predictor.get_input_names()[2]) == "int64")
+
+    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+        inputs = zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask), self.input_dtypes)
+        for name, value, dtype in inputs:
+            handle = self.predictor.get_input_handle(name)
+            array = np.ascontiguousarray(value.numpy().astype(dtype, copy=False))
+            handle.reshape(array.shape)
+            handle.copy_from_cpu(array)
+        self.predictor.run()
+        output = self.predictor.get_output_handle(self.predictor.get_output_names()[0])
+        return paddle.to_tensor(output.copy_to_cpu())
+
+
+class OnnxModel(_ExportedModel):
+    """An ONNX Runtime session over ``model.onnx``, all graph optimisations on."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
+                 filename: str = ONNX):
+        import onnxruntime as ort
+
+        super().__init__(tril_mask)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # its warnings about unused initializers of the export are noise
+        providers = onnx_providers(device.startswith("gpu"), ort.get_available_providers())
+        try:
+            self.session = ort.InferenceSession(os.path.join(directory, filename), options, providers=providers)
+        except Exception as error:  # onnxruntime raises its own exception types for broken files
+            raise CheckpointError(f"{directory}/{filename}: cannot load the ONNX model ({error})") from None
+        self.input_names = [item.name for item in self.session.get_inputs()]
+        self.set_token_mask_type(self.session.get_inputs()[2].type == "tensor(int64)")
+
+    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+        feed = {name: value.numpy().astype(dtype, copy=False)
+                for name, value, dtype in zip(self.input_names, (input_ids, attention_mask, token_mask), self.input_dtypes)}
+        return paddle.to_tensor(self.session.run(None, feed)[0])

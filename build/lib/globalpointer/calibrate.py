@@ -1,0 +1,114 @@
+"""Per-type thresholds: ``globalpointer calibrate --model RUN/best --data FILE``.
+
+For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus
+``model.threshold``) that maximises the type's F1 on FILE, ties broken towards ``model.threshold``.
+The model scores FILE once; every candidate threshold is then tried on the spans it found above the
+lowest one.  With flat decoding the types compete for characters, so the search goes over the types
+twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
+evaluate.py, the Python API and the service then use (exports copy it).  Calibrate on labelled data
+the reported score does not come from: part of the training file held out, not the dev or test set.
+"""
+import copy
+import logging
+import os
+import sys
+from typing import Dict, List, Sequence
+
+from .decode import select_flat, sigmoid
+from .errors import UserError
+from .metrics import span_report
+from .spans import Entity
+
+log = logging.getLogger("globalpointer")
+
+GRID = tuple(step / 4 for step in range(-16, 17))
+
+
+def candidate_entities(extractor, texts: Sequence[str], floor: float) -> List[List[Entity]]:
+    """Every span whose logit exceeds ``floor``, nested, with its score."""
+    nested = copy.copy(extractor)
+    nested.threshold, nested.flat = floor, False
+    return nested.extract(texts)
+
+
+def apply_thresholds(candidates: Sequence[Sequence[Entity]], thresholds: Dict[str, float],
+                     flat: bool) -> List[List[Entity]]:
+    """What decoding at ``thresholds`` (type -> logit) predicts, from the candidates."""
+    limits = {label: float(sigmoid(value)) for label, value in thresholds.items()}
+    kept = [[e for e in found if e.score > limits[e.type]] for found in candidates]
+    return [select_flat(found) for found in kept] if flat else kept
+
+
+def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Sequence[Entity]],
+                      labels: Sequence[str], default: float, flat: bool,
+                      grid: Sequence[float] = GRID) -> Dict[str, float]:
+    """Type -> the grid threshold with the best F1 of that type; types without gold spans keep ``default``."""
+    grid = sorted(set(grid) | {default})
+    thresholds = {label: default for label in labels}
+    supported = {e.type for entities in gold for e in entities}
+    for _ in range(2 if flat else 1):  # nested: the types are independent, one pass finds the optimum
+        for label in labels:
+            if label not in supported:
+                continue
+
+            def quality(value: float):
+                predicted = apply_thresholds(candidates, {**thresholds, label: value}, flat)
+                return span_report(gold, predicted, labels)["per_type"][label]["f1"], -abs(value - default)
+
+            thresholds[label] = max(grid, key=quality)
+    return thresholds
+
+
+def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool) -> dict:
+    before = span_report(gold, apply_thresholds(candidates, {label: default for label in labels}, flat), labels)
+    after = span_report(gold, apply_thresholds(candidates, thresholds, flat), labels)
+    return {"thresholds": thresholds, "default_threshold": default,
+            "micro_f1": {"before": before["micro"]["f1"], "after": after["micro"]["f1"]},
+            "per_type": {label: {"support": before["per_type"][label]["support"], "threshold": thresholds[label],
+                                 "f1_before": before["per_type"][label]["f1"],
+                                 "f1_after": after["per_type"][label]["f1"]} for label in labels}}
+
+
+def format_calibration(report: dict) -> str:
+    lines = [f"{'type':<16}{'support':>9}{'threshold':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
+    for label, row in report["per_type"].items():
+        lines.append(f"{label:<16}{row['support']:>9}{row['threshold']:>11.2f}{row['f1_before'] * 100:>11.2f}"
+                     f"{row['f1_after'] * 100:>10.2f}{(row['f1_after'] - row['f1_before']) * 100:>+8.2f}")
+    micro = report["micro_f1"]
+    lines.append(f"{'micro':<16}{'':>9}{'':>11}{micro['before'] * 100:>11.2f}{micro['after'] * 100:>10.2f}"
+                 f"{(micro['after'] - micro['before']) * 100:>+8.2f}")
+    return "\n".join(lines)
+
+
+def calibrate(ner, data_path: str) -> dict:
+    """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
+    labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
+    the report (thresholds, F1 before and after per type)."""
+    from .data.splits import check_types, load_split
+    from .files import atomic_write_json, check_output_file
+    from .heads import HEADS, span_head_names
+    from .model import THRESHOLDS
+
+    config, labels = ner.config, ner.labels
+    if not HEADS[config.model.head].span_scores:
+        raise UserError(f"model.head={config.model.head} has no span scores to threshold; calibration needs "
+                        f"{' or '.join(span_head_names())}")
+    path = os.path.join(ner.directory, THRESHOLDS)
+    check_output_file(path, "--model", [data_path])
+    records = load_split(config, "data", data_path)
+    check_types(records, labels)
+    gold = [r.entities for r in records]
+    flat, default = config.model.decode == "flat", config.model.threshold
+    candidates = candidate_entities(ner.extractor, [r.text for r in records], min(GRID + (default,)))
+    thresholds = choose_thresholds(candidates, gold, labels, default, flat)
+    report = {"data": data_path, "texts": len(records),
+              **calibration_report(candidates, gold, labels, default, thresholds, flat)}
+    atomic_write_json(path, report)
+    log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
+             "(--set model.calibrated_thresholds=false: %g for every type)", path, default)
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit("python -m globalpointer.calibrate is now: globalpointer calibrate --model DIR --data FILE "
+             "(or python -m globalpointer calibrate ...)")

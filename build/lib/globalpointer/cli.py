@@ -1,0 +1,363 @@
+"""The command line: ``globalpointer COMMAND ...`` (or ``python -m globalpointer COMMAND ...``), one
+parser per command and one error boundary for all (``run_command``).  train.py, evaluate.py and
+predict.py at the checkout's top are the same commands.  Each command turns its arguments into calls of
+the package; the work is done there."""
+import argparse
+import difflib
+import errno
+import json
+import logging
+import os
+import sys
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .config import BACKENDS, dump_config, load_config
+from .errors import UserError, setup_logging
+from .files import check_distinct, check_output_file
+from .predictor import OUTPUT_FORMATS
+
+log = logging.getLogger("globalpointer")
+
+
+# A full disk, a file-size limit, a read-only or forbidden location: the user's to fix, not a bug.
+FILE_SYSTEM_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    return parse
+
+
+def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) -> None:
+    parser.add_argument("--config", required=config_required, help="YAML run config (see configs/)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.lr=3e-5 (repeatable)")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config with every default and exit")
+
+
+def run_command(main, argv: Optional[List[str]], prog: str) -> int:
+    """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130."""
+    setup_logging()
+    try:
+        return main(argv, prog)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as error:
+        print(f"stopped: {error}" if str(error) else "stopped", file=sys.stderr)
+        return 130
+    except OSError as error:
+        if error.errno not in FILE_SYSTEM_FAULTS:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}; free space, or choose a location that can be written, and "
+              f"run again (no finished file was replaced by a part of one)", file=sys.stderr)
+        return 2
+
+
+def _train(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Train a GlobalPointer entity extractor.")
+    _config_arguments(parser, config_required=True)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="replace the run in OUTPUT_DIR (without it, a directory holding a run is an error)")
+    parser.add_argument("--resume-anyway", action="store_true",
+                        help="with --resume: continue although the config changed keys that shape training")
+    args = parser.parse_args(argv)
+    config = load_config(args.config, args.set)
+    if args.print_config:
+        sys.stdout.write(dump_config(config))
+        return 0
+    from .training import train
+
+    summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway,
+                    config_file=args.config)
+    print(json.dumps({k: v for k, v in summary.items() if k != "labels"}, indent=1))
+    return 0
+
+
+def load_for_inference(args):
+    from .pipeline import load
+
+    ner = load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
+    log.info("%s: %s backend on %s", ner.directory, ner.backend, ner.runtime.device)
+    return ner
+
+
+def inference_arguments(parser):
+    parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
+                                                       "export directory (globalpointer export)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
+    parser.add_argument("--batch-size", type=whole_number(1), default=0,
+                        help="rows per forward pass (a row: one window, or several short ones; "
+                             "default: train.eval_batch_size)")
+    parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
+
+
+def _evaluate(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Span precision / recall / F1 of a checkpoint.")
+    inference_arguments(parser)
+    parser.add_argument("--data", help="labelled file in any supported format (default: the run's test, else dev file)")
+    parser.add_argument("--format", help="format of --data (default: the run's data.format)")
+    parser.add_argument("--output", help="write the JSON report here, and the predictions beside it as .predictions.jsonl")
+    parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
+                                       "error marked (one self-contained file)")
+    args = parser.parse_args(argv)
+    from .data.splits import check_types, load_split
+    from .files import atomic_write_json, atomic_write_text
+    from .metrics import error_summary, format_report, span_report
+    from .report_html import render_page
+    from .spans import Record
+
+    if args.format:
+        args.set.append(f"data.format={args.format}")
+    ner = load_for_inference(args)
+    config, labels, extractor = ner.config, ner.labels, ner.extractor
+    path = args.data or config.data.test or config.data.dev
+    if not path:
+        raise UserError("no data to evaluate: pass --data FILE")
+    outputs = {"--output": args.output, "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output),
+               "--html": args.html}
+    check_distinct(outputs)
+    for flag, output in outputs.items():
+        if output:
+            check_output_file(output, flag, [path, ner.directory])
+    records = load_split(config, "data", path)
+    check_types(records, labels)
+    predicted = extractor.extract([r.text for r in records])
+    gold = [r.entities for r in records]
+    report = span_report(gold, predicted, labels)
+    report["errors"] = error_summary(gold, predicted, labels)
+    report["data"], report["model"] = path, args.model
+    print(format_report(report))
+    if args.html:
+        micro = report["micro"]
+        meta = (f"{args.model} on {path}: {len(records)} texts, precision {micro['precision'] * 100:.2f}, "
+                f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
+        atomic_write_text(args.html, render_page("Evaluation", [r.text for r in records], predicted, labels, gold,
+                                                 report["errors"], meta, [r.source for r in records]))
+        log.info("wrote %s", args.html)
+    if args.output:
+        atomic_write_json(args.output, report)
+        lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
+                             "gold": r.entity_dicts()}, ensure_ascii=False) for r, p in zip(records, predicted)]
+        atomic_write_text(_predictions_path(args.output), "\n".join(lines) + "\n")
+        log.info("wrote %s and %s", args.output, _predictions_path(args.output))
+    return 0
+
+
+def _predictions_path(report_path: str) -> str:
+    stem = report_path[:-5] if report_path.endswith(".json") else report_path
+    return stem + ".predictions.jsonl"
+
+
+def _predict(argv, prog):
+    parser = argparse.ArgumentParser(prog=prog, description="Extract entities from every line of a file.")
+    inference_arguments(parser)
+    parser.add_argument("--input", default="-", help="text file (one text per line) or JSON lines with a text field; "
+                                                     "- for standard input")
+    parser.add_argument("--output", default="-", help="JSON lines out, one per input line; - for standard output")
+    parser.add_argument("--input-format", default="auto", choices=("auto", "text", "jsonl"),
+                        help="auto: JSON lines if the first line is a JSON object with a text field")
+    parser.add_argument("--lines-per-chunk", type=whole_number(1), default=512, help="lines read and predicted at a time")
+    parser.add_argument("--output-format", default="jsonl", choices=OUTPUT_FORMATS,
+                        help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
+                             "line), for Label Studio's import")
+    parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
+    parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
+    parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
+    args = parser.parse_args(argv)
+    from .label_studio import labeling_config
+    from .predictor import predict_file, predict_file_share
+
+    if args.input != "-" and not os.path.isfile(args.input):
+        raise UserError(f"--input: file not found: {args.input}")
+    check_distinct({"--output": args.output, "--html": args.html})
+    for flag, output in (("--output", args.output), ("--html", args.html)):
+        if output and output != "-":
+            check_output_file(output, flag, [args.input, args.model])
+    ner = load_for_inference(args)
+    extractor, runtime = ner.extractor, ner.runtime
+    drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
+
+    def draw(payload: dict) -> None:
+        if len(drawn) < args.html_texts:
+            drawn.append(payload)
+
+    output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
+                  on_payload=draw if args.html else None)
+    if args.output_format == "label-studio":
+        log.info("Label Studio labeling config for these tasks:\n%s", labeling_config(ner.labels))
+    if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
+        import paddle.distributed
+
+        lines, failed = predict_file_share(extractor, args.input, args.output, args.input_format,
+                                           args.lines_per_chunk, runtime.rank, runtime.world_size,
+                                           paddle.distributed.barrier, **output)
+    else:
+        lines, failed = predict_file(extractor, args.input, args.output, args.input_format, args.lines_per_chunk,
+                                     **output)
+    log.info("%d lines, %d with an error field", lines, failed)
+    if args.html and runtime.rank == 0:
+        _write_prediction_page(args.html, drawn, ner.labels, f"{args.model} on {args.input}: the first "
+                                                             f"{len(drawn)} of {lines} lines")
+    return 1 if failed else 0
+
+
+def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], meta: str) -> None:
+    from .files import atomic_write_text
+    from .report_html import render_page
+    from .spans import Entity
+
+    texts = [payload["text"] for payload in payloads]
+    predicted = [[Entity(e["start"], e["end"], e["type"], e["score"]) for e in payload.get("entities", [])]
+                 for payload in payloads]
+    atomic_write_text(path, render_page("Predictions", texts, predicted, labels, meta=meta))
+    log.info("wrote %s", path)
+
+
+def _export(argv, prog) -> int:
+    from .export import export_checkpoint, verify_int8
+    from .model import resolve_checkpoint
+
+    parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
+                                                             "ONNX, INT8.")
+    parser.add_argument("--model", required=True, help="checkpoint directory, e.g. runs/cluener-gp/best")
+    parser.add_argument("--output", required=True, help="export directory to create (an earlier export there is "
+                                                        "replaced; anything else is refused)")
+    parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
+                        help="int8: also write model.int8.onnx (implies --onnx); predict with "
+                             "--set inference.precision=int8")
+    parser.add_argument("--verify", metavar="DEV_FILE", help="with --quantize int8: dev F1, identical texts and "
+                                                             "texts/s of float32 and int8 on this labelled file")
+    args = parser.parse_args(argv)
+    if args.verify and args.quantize != "int8":
+        raise UserError("--verify compares float32 with int8: add --quantize int8")
+    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize,
+                              requested=args.model)
+    print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
+    if args.verify:
+        for row in verify_int8(args.output, args.verify):
+            print(json.dumps(row))
+    return 0
+
+
+def _calibrate(argv, prog) -> int:
+    from .calibrate import calibrate, format_calibration
+
+    parser = argparse.ArgumentParser(prog=prog, description="Per-type thresholds from held-out labelled data, "
+                                                             "written into the model directory's thresholds.json.")
+    inference_arguments(parser)
+    parser.add_argument("--data", required=True, help="labelled file to calibrate on (not the file you report F1 on)")
+    parser.add_argument("--format", help="format of --data (default: the run's data.format)")
+    args = parser.parse_args(argv)
+    if args.format:
+        args.set.append(f"data.format={args.format}")
+    print(format_calibration(calibrate(load_for_inference(args), args.data)))
+    return 0
+
+
+def _serve(argv, prog) -> int:
+    from .serve import run_service
+
+    parser = argparse.ArgumentParser(prog=prog, description="The HTTP service: POST /v1/extract, GET /v1/labels, "
+                                                             "GET /health, GET /docs.")
+    inference_arguments(parser)
+    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
+    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
+    args = parser.parse_args(argv)
+    settings = (("host", args.host), ("port", args.port), ("workers", args.workers),
+                ("rows_per_pass", args.batch_size or None))
+    run_service(args.model, args.set + [f"serve.{key}={value}" for key, value in settings if value is not None],
+                args.backend)
+    return 0
+
+
+def _convert(argv, prog) -> int:
+    from .data.convert import convert_file
+
+    parser = argparse.ArgumentParser(prog=prog, description="Any supported file as canonical JSON lines, or a "
+                                                             "slice of its records.")
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("--format", default="auto", help="input format (default: detected)")
+    parser.add_argument("--skip", type=whole_number(0), default=0, help="leave out the first N records")
+    parser.add_argument("--take", type=whole_number(0), default=0, help="keep at most N records after --skip (0: all)")
+    args = parser.parse_args(argv)
+    records = convert_file(args.input, args.output, args.format, args.skip, args.take)
+    print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
+    return 0
+
+
+def _plot(argv, prog) -> int:
+    from .plot import plot_run
+
+    parser = argparse.ArgumentParser(prog=prog, description="Learning curves of a run: RUN_DIR/metrics.png.")
+    parser.add_argument("run_dir", help="a run directory (output_dir of train) holding metrics.csv")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.run_dir, "metrics.csv")):
+        raise UserError(f"{args.run_dir} holds no metrics.csv; name a run directory (output_dir of a training run)")
+    print(plot_run(args.run_dir))
+    return 0
+
+
+# name -> (command, what it does): the console script's table
+COMMANDS: Dict[str, Tuple[Callable, str]] = {
+    "train": (_train, "train an extractor from a YAML config (configs/)"),
+    "evaluate": (_evaluate, "span precision / recall / F1 of a model on a labelled file"),
+    "predict": (_predict, "entities of every line of a text or JSON-lines file"),
+    "export": (_export, "a deployable export: Paddle Inference, ONNX, INT8"),
+    "calibrate": (_calibrate, "per-type thresholds from held-out labelled data"),
+    "serve": (_serve, "the HTTP service"),
+    "convert": (_convert, "any supported data file as canonical JSON lines"),
+    "plot": (_plot, "learning curves of a run"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items())
+    return (f"usage: globalpointer COMMAND [ARGS]  (globalpointer COMMAND --help for a command's arguments)\n\n"
+            f"Named-entity recognition with a GlobalPointer head on PaddlePaddle.\n\ncommands:\n{rows}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The ``globalpointer`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"error: unknown command {name!r}{hint}\n{usage()}", file=sys.stderr)
+        return 2
+    return run_command(COMMANDS[name][0], argv[1:], f"globalpointer {name}")
+
+
+def train_main(argv=None) -> int:
+    return run_command(_train, argv, "train.py")
+
+
+def evaluate_main(argv=None) -> int:
+    return run_command(_evaluate, argv, "evaluate.py")
+
+
+def predict_main(argv=None) -> int:
+    return run_command(_predict, argv, "predict.py")

@@ -1,0 +1,535 @@
+"""Files -> ``Record``s (text + end-exclusive character spans), one reader per format.
+
+JSON formats (a JSON array or one object per line): ``cluener`` ({"text", "label": {type: {entity:
+[[start, end]]}}}, inclusive ends), ``cmeee`` ({"text", "entities": [{start_idx, end_idx, type}]},
+inclusive), ``jsonl``, the project's own ({"text", "entities": [{start, end, type}]}, end
+exclusive), and the annotation tools' exports: ``doccano`` ({"text", "label": [[start, end, type]]}
+or {"text", "entities": [{start_offset, end_offset, label}]}, end exclusive; Label Studio's JSON-MIN
+export, {"text", "label": [{start, end, labels}]}, reads the same way) and ``label-studio`` (tasks
+{"data": {"text"}, "annotations": [{"result": [{"value": {start, end, labels}}]}]}).  Tagged formats:
+``chars`` (one character and its tag per line, MSRA) and ``conll`` (one word per line, tag in the
+last column, words joined by spaces).  ``auto`` tells them apart.
+"""
+import difflib
+import json
+import logging
+import os
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import DataError
+from ..files import atomic_write_text
+from ..spans import Entity, Record, characters
+from .tags import tags_to_spans
+
+log = logging.getLogger(__name__)
+
+
+
+class ErrorPolicy:
+    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted.
+    ``repair``: a tag sequence whose continuation tag opens no entity is read as conlleval reads it
+    (the tag starts an entity of its own type) and counted; any other bad record stops the run."""
+
+    def __init__(self, mode: str = "raise"):
+        self.mode = mode
+        self.skipped: List[str] = []
+        self.repaired: List[str] = []
+        self.left_out: Dict[str, List[str]] = {}  # reason -> where: tasks that are no training example
+
+    def __call__(self, error: DataError) -> None:
+        if self.mode != "skip":
+            raise error
+        self.skipped.append(str(error))
+
+    @property
+    def repair(self) -> Optional[Callable[[str], None]]:
+        return self.repaired.append if self.mode == "repair" else None
+
+    def leave_out(self, reason: str, where: str) -> None:
+        self.left_out.setdefault(reason, []).append(where)
+
+    def left_out_summary(self) -> str:
+        return "; ".join(f"{len(wheres)} {reason} (first: {wheres[0]})" for reason, wheres in self.left_out.items())
+
+    def report(self, path: str) -> None:
+        if self.left_out:
+            log.warning("%s: left out %s", path, self.left_out_summary())
+        if self.skipped:
+            log.warning("%s: skipped %d malformed record(s) (data.on_error=skip); first: %s",
+                        path, len(self.skipped), self.skipped[0])
+        if self.repaired:
+            log.warning("%s: repaired %d continuation tag(s) that opened no entity (data.on_error=repair); "
+                        "first: %s", path, len(self.repaired), self.repaired[0])
+
+
+def read_text(path: str) -> str:
+    if not os.path.isfile(path):
+        raise DataError(f"file not found: {path}")
+    raw = open(path, "rb").read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise DataError(f"{path}:{line}: bytes that are not UTF-8 at byte offset {error.start} "
+                        f"({raw[error.start:error.start + 4]!r}); convert the file to UTF-8") from None
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    return text
+
+
+# ---- JSON formats ------------------------------------------------------------------------------
+
+def lines(text: str) -> List[str]:
+    """The file's lines, split on \\n alone (and a \\r before it), as JSON lines are: str.splitlines
+    would also split on U+2028, U+2029, U+0085 and other characters that JSON writes raw inside strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
+    """(line number, object) for a JSON array file or a JSON-lines file.  An array must be the whole
+    file: a missing ``]`` or anything after it would silently lose records, so both are errors."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        yield from _iter_json_array(path, text, len(text) - len(stripped))
+        return
+    for number, line_text in enumerate(lines(text), 1):
+        if not line_text.strip():
+            continue
+        try:
+            yield number, json.loads(line_text)
+        except json.JSONDecodeError as error:
+            on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
+        except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than the stack
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+            on_error(DataError(f"{path}:{number}: unreadable JSON ({reason})"))
+
+
+def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, dict]]:
+    decoder = json.JSONDecoder()
+
+    def line_at(position: int) -> int:
+        return text.count("\n", 0, position) + 1
+
+    def skip_space(position: int) -> int:
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        return position
+
+    position, expect_record = skip_space(opening + 1), True
+    if position < len(text) and text[position] == "]":
+        expect_record = False
+    while True:
+        if position >= len(text):
+            raise DataError(f"{path}:{line_at(opening)}: the JSON array opened here is never closed (no ']' before "
+                            f"the end of the file); the file may be truncated")
+        if not expect_record:
+            if text[position] == "]":
+                end = skip_space(position + 1)
+                if end < len(text):
+                    raise DataError(f"{path}:{line_at(end)}: text after the JSON array that ends on line "
+                                    f"{line_at(position)}; a file holds one array, or one JSON object per line")
+                return
+            if text[position] != ",":
+                raise DataError(f"{path}:{line_at(position)}: expected ',' or ']' after a record of the JSON array, "
+                                f"got {text[position:position + 20]!r}")
+            position = skip_space(position + 1)
+            if position >= len(text):
+                continue
+        try:
+            obj, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{line_at(error.pos)}: malformed JSON: {error.msg}") from None
+        except (ValueError, RecursionError):
+            raise DataError(f"{path}:{line_at(position)}: unreadable JSON (a number over 4,300 digits, or nesting "
+                            f"deeper than Python's stack)") from None
+        yield line_at(position), obj
+        position, expect_record = skip_space(end), False
+
+
+def _text_of(obj, where: str) -> str:
+    if not isinstance(obj, dict) or "text" not in obj:
+        raise DataError(f"{where}: a record needs a \"text\" field")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise DataError(f"{where}: \"text\" must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise DataError(f"{where}: the text is empty" if not text else f"{where}: the text is only whitespace")
+    check_characters(text, where)
+    return text
+
+
+def check_characters(text: str, where: str) -> None:
+    """A JSON escape such as \\ud800 gives a lone surrogate, which is no character: it cannot be
+    tokenized, shown or written back as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DataError(f"{where}: the text holds a lone surrogate {text[error.start]!r} at character {error.start}, "
+                        f"which is no character (a broken \\uXXXX escape); fix the record") from None
+
+
+def utf16_to_code_points(text: str, start: int, end: int) -> Tuple[int, int]:
+    """Offsets counted in UTF-16 code units (JavaScript's string indices, which count a character
+    outside the Basic Multilingual Plane, such as an emoji, twice) -> Python's code-point offsets."""
+    points, units = [], 0
+    for index, char in enumerate(text):
+        points.append((units, index))
+        units += 2 if ord(char) > 0xFFFF else 1
+    points.append((units, len(text)))
+    lookup = dict(points)
+    return lookup.get(start, start), lookup.get(end, end)
+
+
+def tool_offsets(text: str, start, end, expected_text: Optional[str]) -> Tuple[object, object]:
+    """An annotation tool's end-exclusive offsets in code points.  Current doccano and Label Studio
+    count code points; older releases counted UTF-16 units, so when the span's own text says the
+    code-point reading is wrong and the UTF-16 reading right, the latter is taken."""
+    if (expected_text is None or not isinstance(start, int) or not isinstance(end, int)
+            or text[start:end] == expected_text):
+        return start, end
+    converted = utf16_to_code_points(text, start, end)
+    return converted if text[converted[0]:converted[1]] == expected_text else (start, end)
+
+
+def check_entity(text: str, start, end, entity_type, where: str, expected_text: Optional[str] = None,
+                 end_included: bool = False) -> Entity:
+    """Validate a span against its text; the one place where an inclusive end (``end_included``: the
+    file's convention, as in CLUENER and CMeEE) becomes the exclusive end of ``Entity``.  Errors quote
+    the offsets as the file wrote them."""
+    if not all(isinstance(offset, int) and not isinstance(offset, bool) for offset in (start, end)):
+        raise DataError(f"{where}: offsets must be whole numbers, got start={start!r} end={end!r}")
+    if not isinstance(entity_type, str) or not entity_type:
+        raise DataError(f"{where}: an entity needs a non-empty type, got {entity_type!r}")
+    as_written = f"[{start}, {end}{']' if end_included else ')'}"
+    if end_included:
+        end += 1
+    if end <= start:
+        raise DataError(f"{where}: entity {entity_type} {as_written} ends before it starts")
+    if start < 0 or end > len(text):
+        raise DataError(f"{where}: entity {entity_type} {as_written} lies outside the text of length {len(text)}")
+    if expected_text is not None and text[start:end] != expected_text:
+        raise DataError(f"{where}: entity {entity_type} says {expected_text!r} but the text at "
+                        f"{as_written} is {text[start:end]!r}")
+    return Entity(start, end, entity_type)
+
+
+def _entity_list(obj: dict, where: str) -> list:
+    entities = obj.get("entities") or []
+    if not isinstance(entities, list):
+        raise DataError(f"{where}: \"entities\" must be a list of objects, got {entities!r}")
+    return entities
+
+
+class LeftOut(Exception):
+    """A record that is no training example, and no error: an annotation tool's task that nobody
+    annotated, or whose annotations were all cancelled.  Counted and left out; a text "without
+    entities" is only what an annotator said has none."""
+
+
+# The keys that hold a JSON format's entities.  A record key that belongs to another format, or is a
+# near miss of one ("entitys"), is an error: read as no entities, it would silently teach the model
+# that the text has none.
+ENTITY_KEYS = {"cluener": ("label",), "cmeee": ("entities",), "jsonl": ("entities",),
+               "doccano": ("label", "labels", "entities"), "label-studio": ("annotations",)}
+ALL_ENTITY_KEYS = sorted({key for keys in ENTITY_KEYS.values() for key in keys})
+
+
+def check_entity_keys(obj, fmt: str, where: str) -> None:
+    """Only keys whose values could hold entities (lists, objects) are judged: tools add metadata
+    such as "annotator" or "total_annotations" beside them."""
+    if not isinstance(obj, dict):
+        return
+    own = ENTITY_KEYS[fmt]
+    for key, value in obj.items():
+        if key in own or not isinstance(value, (list, dict)):
+            continue
+        if key in ALL_ENTITY_KEYS:
+            raise DataError(f"{where}: {key!r} holds entities in another format than {fmt}, which reads "
+                            f"{' or '.join(own)}; set data.format to the file's format, or fix the record")
+        close = difflib.get_close_matches(key, ALL_ENTITY_KEYS, n=1, cutoff=0.7)
+        if close:
+            raise DataError(f"{where}: unknown key {key!r}; did you mean {close[0]!r}? ({fmt} reads entities "
+                            f"from {' or '.join(own)})")
+
+
+def parse_cluener(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    entities = []
+    labels = obj.get("label") or {}
+    if not isinstance(labels, dict):
+        raise DataError(f"{where}: \"label\" must map types to {{entity: [[start, end]]}}")
+    for entity_type, mentions in labels.items():
+        if not isinstance(mentions, dict):
+            raise DataError(f"{where}: label {entity_type!r} must map each entity text to its positions, "
+                            f"{{\"text\": [[start, end]]}}, got {mentions!r}")
+        for mention, positions in mentions.items():
+            if not isinstance(positions, list):
+                raise DataError(f"{where}: {entity_type} {mention!r}: expected a list of [start, end], got {positions!r}")
+            for pair in positions:
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise DataError(f"{where}: {entity_type} {mention!r}: expected [start, end], got {pair!r}")
+                entities.append(check_entity(text, pair[0], pair[1], entity_type, where, mention, end_included=True))
+    return Record(text, sorted(set(entities)), where)
+
+
+def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool) -> Record:
+    """{"text", "entities": [{START, END, KIND, MENTION}]}, under the key names of the format."""
+    text = _text_of(obj, where)
+    entities = []
+    for item in _entity_list(obj, where):
+        if not isinstance(item, dict):
+            raise DataError(f"{where}: each entity must be an object with {start}, {end} and {kind}, got {item!r}")
+        entities.append(check_entity(text, item.get(start), item.get(end), item.get(kind), where, item.get(mention),
+                                     end_included))
+    return Record(text, sorted(set(entities)), where)
+
+
+def parse_cmeee(obj, where: str) -> Record:
+    return _entity_objects(obj, where, "start_idx", "end_idx", "type", "entity", end_included=True)
+
+
+def parse_jsonl(obj, where: str) -> Record:
+    return _entity_objects(obj, where, "start", "end", "type", "text", end_included=False)
+
+
+def _doccano_span(text: str, item, where: str) -> List[Entity]:
+    if isinstance(item, list) and len(item) == 3:  # [start, end, type]
+        return [check_entity(text, item[0], item[1], item[2], where)]
+    if isinstance(item, dict) and "labels" in item:  # Label Studio JSON-MIN: {start, end, text, labels}
+        return _labelled_region(text, item, where)
+    if isinstance(item, dict):  # doccano with relations: {id, label, start_offset, end_offset}
+        return [check_entity(text, item.get("start_offset"), item.get("end_offset"), item.get("label"), where)]
+    raise DataError(f"{where}: a doccano label is [start, end, \"TYPE\"] or {{\"start_offset\", \"end_offset\", "
+                    f"\"label\"}}, got {item!r}")
+
+
+def _labelled_region(text: str, value: dict, where: str) -> List[Entity]:
+    """Label Studio's region value {start, end, text, labels: [TYPE, ...]}: one entity per label."""
+    labels = value.get("labels")
+    if not isinstance(labels, list) or not labels:
+        raise DataError(f"{where}: a labelled region needs \"labels\": [\"TYPE\"], got {value!r}")
+    start, end = tool_offsets(text, value.get("start"), value.get("end"), value.get("text"))
+    return [check_entity(text, start, end, label, where, value.get("text")) for label in labels]
+
+
+def parse_doccano(obj, where: str) -> Record:
+    text = _text_of(obj, where)
+    key = next((k for k in ENTITY_KEYS["doccano"] if k in obj), None)
+    if key is None:  # Label Studio's JSON-MIN lists tasks nobody annotated without "label"
+        raise LeftOut("tasks without annotation")
+    items = obj.get(key) or []
+    if not isinstance(items, list):
+        raise DataError(f"{where}: \"{key}\" must be a list of labels, got {items!r}")
+    entities = [entity for item in items for entity in _doccano_span(text, item, where)]
+    return Record(text, sorted(set(entities)), where)
+
+
+def _task_text(data, where: str) -> str:
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: a Label Studio task needs a \"data\" object holding its text")
+    if "text" in data:
+        return _text_of(data, where)
+    strings = [key for key, value in data.items() if isinstance(value, str)]
+    if len(strings) != 1:
+        raise DataError(f"{where}: the task's data has no \"text\" field and {len(strings)} string fields "
+                        f"({', '.join(strings) or 'none'}); name the text field \"text\"")
+    return _text_of({"text": data[strings[0]]}, where)
+
+
+def parse_label_studio(obj, where: str) -> Record:
+    """A task's ground-truth annotation, else its first one not cancelled; its ``labels`` regions are
+    the entities (other result types, such as relations or choices, are not entities and are passed
+    over).  A task without annotation, or whose annotations were all cancelled (skipped), is left out."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: a Label Studio task must be an object with \"data\" and \"annotations\"")
+    text = _task_text(obj.get("data"), where)
+    given = [a for a in obj.get("annotations") or [] if isinstance(a, dict)]
+    annotations = [a for a in given if not a.get("was_cancelled")]
+    if not annotations:
+        raise LeftOut("cancelled tasks" if given else "tasks without annotation")
+    chosen = next((a for a in annotations if a.get("ground_truth")), annotations[0])
+    entities = []
+    for result in chosen.get("result") or []:
+        if isinstance(result, dict) and result.get("type", "labels") == "labels" and "value" in result:
+            entities.extend(_labelled_region(text, result["value"], where))
+    return Record(text, sorted(set(entities)), where)
+
+
+# The formats, by name (config.py's data.format choices come from these two): a JSON format is a
+# parser of one object; a tagged format, the string its tokens are joined with into the text.
+JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
+    "cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl, "doccano": parse_doccano,
+    "label-studio": parse_label_studio}
+TAGGED_JOINERS: Dict[str, str] = {"chars": "", "conll": " "}
+
+
+def record_format(obj) -> Optional[str]:
+    """The JSON format a record's own keys show, or None when they show none (a text without
+    entities, or an unannotated task, fits several)."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("data"), dict) and ("annotations" in obj or "predictions" in obj):
+        return "label-studio"
+    if isinstance(obj.get("label"), dict):
+        return "cluener"
+    if isinstance(obj.get("label"), list) or isinstance(obj.get("labels"), list):
+        return "doccano"
+    entities = obj.get("entities")
+    first = next((e for e in entities if isinstance(e, dict)), None) if isinstance(entities, list) else None
+    if first is None:
+        return None
+    if "start_idx" in first:
+        return "cmeee"
+    return "doccano" if "start_offset" in first else "jsonl"
+
+
+def json_format(path: str, objects: List[Tuple[int, object]]) -> str:
+    """The one format every record of the file agrees with: records that show none fit any; records
+    that show two are an error naming the first line of each."""
+    first_line: Dict[str, int] = {}
+    for line, obj in objects:
+        fmt = record_format(obj)
+        if fmt and fmt not in first_line:
+            first_line[fmt] = line
+    if len(first_line) > 1:
+        (a, line_a), (b, line_b) = sorted(first_line.items(), key=lambda item: item[1])[:2]
+        raise DataError(f"{path}: records in two formats, {a} (first on line {line_a}) and {b} (first on line "
+                        f"{line_b}); a file holds one format: convert or split it")
+    return next(iter(first_line), "jsonl")
+
+
+# ---- tagged formats ----------------------------------------------------------------------------
+
+def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], List[str], List[str]]]:
+    """(tokens, tags, file:line per token) per blank-line-separated sentence."""
+    tokens, tags, where = [], [], []
+    for number, line in enumerate(lines(text), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("-DOCSTART-"):
+            if tokens:
+                yield tokens, tags, where
+            tokens, tags, where = [], [], []
+            continue
+        if "\t" in line:
+            columns = line.rstrip("\r\n").split("\t")
+        else:
+            columns = stripped.split()
+        if len(columns) < 2:
+            raise DataError(f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}")
+        token = columns[0] if columns[0] else " "
+        tokens.append(token)
+        tags.append(columns[-1].strip())
+        where.append(f"{path}:{number}")
+    if tokens:
+        yield tokens, tags, where
+
+
+def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str,
+                  repair: Optional[Callable[[str], None]] = None) -> Record:
+    offsets, position = [], 0
+    for token in tokens:
+        offsets.append((position, position + len(token)))
+        position += len(token) + len(joiner)
+    text = joiner.join(tokens)
+    entities = [Entity(*characters(span, offsets), span.type) for span in tags_to_spans(tags, where, repair)]
+    if not text.strip():
+        raise DataError(f"{where[0]}: the sentence is only whitespace")
+    return Record(text, entities, where[0])
+
+
+def is_json_file(text: str) -> bool:
+    return text.lstrip()[:1] in ("[", "{")
+
+
+def detect_format(path: str, text: str) -> str:
+    """The file's format, from every record of a JSON file, from the first 200 lines of a tagged one."""
+    if is_json_file(text):
+        return json_format(path, list(iter_json_objects(path, text, ErrorPolicy("skip"))))
+    head = [line for line in lines(text)[:200] if line.strip()]
+    if any(line.startswith("-DOCSTART-") for line in head):
+        return "conll"
+    first_columns = [(line.split("\t") if "\t" in line else line.split())[0] for line in head]
+    if any(len(line.split()) >= 3 for line in head) or any(len(c) > 1 for c in first_columns):
+        return "conll"
+    return "chars"
+
+
+def read_records(path: str, format: str = "auto", on_error: str = "raise", limit: int = 0) -> List[Record]:
+    """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out.
+    Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted."""
+    text = read_text(path)
+    policy = ErrorPolicy(on_error)
+    objects = list(iter_json_objects(path, text, policy)) if format in ("auto", *JSON_PARSERS) and \
+        (format != "auto" or is_json_file(text)) else None
+    if format != "auto":
+        fmt = format
+    else:  # said once per file: a file read in the wrong format is noticed before training
+        fmt = json_format(path, objects) if objects is not None else detect_format(path, text)
+        log.info("%s: format %s (detected; set data.format to read it otherwise)", path, fmt)
+    records: List[Record] = []
+
+    def add(build: Callable[[], Record]) -> Optional[Record]:
+        try:
+            records.append(build())
+            return records[-1]
+        except LeftOut as reason:
+            policy.leave_out(str(reason), build.where)
+        except DataError as error:
+            policy(error)
+        return None
+
+    if fmt in JSON_PARSERS:
+        parse, seen = JSON_PARSERS[fmt], {}
+        for line, obj in objects:
+            where = f"{path}:{line}"
+
+            def build(obj=obj, where=where):
+                check_entity_keys(obj, fmt, where)
+                return parse(obj, where)
+
+            build.where = where
+            record = add(build)
+            if record is not None and fmt in ANNOTATION_EXPORTS:
+                _drop_duplicate(records, seen, obj, where)
+            if limit and len(records) >= limit:
+                break
+    elif fmt in TAGGED_JOINERS:
+        joiner = TAGGED_JOINERS[fmt]
+        for tokens, tags, where in iter_tagged_sentences(path, text):
+            build = lambda: tagged_record(tokens, tags, where, joiner, policy.repair)  # noqa: E731
+            build.where = where[0]
+            add(build)
+            if limit and len(records) >= limit:
+                break
+    else:
+        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_PARSERS, *TAGGED_JOINERS])}")
+    policy.report(path)
+    if not records:
+        left_out = f"; left out {policy.left_out_summary()}" if policy.left_out else ""
+        raise DataError(f"{path}: no usable records (format {fmt}){left_out}")
+    return records
+
+
+ANNOTATION_EXPORTS = ("doccano", "label-studio")
+
+
+def _drop_duplicate(records: List[Record], seen: Dict[object, Record], obj, where: str) -> None:
+    """An annotation export that lists one task twice (Label Studio's JSON-MIN does, once per
+    annotation): the same entities twice are kept once, different ones are an error naming both."""
+    record = records[-1]
+    key = ("id", json.dumps(obj.get("id"))) if isinstance(obj, dict) and "id" in obj else ("text", record.text)
+    earlier = seen.get(key)
+    if earlier is None:
+        seen[key] = record
+        return
+    records.pop()
+    if earlier.text != record.text or earlier.entities != record.entities:
+        raise DataError(f"{where}: task {key[1]} was already read on {earlier.source.rsplit(':', 1)[-1]} with "
+                        f"other entities ({earlier.source} and {where}): two annotations disagree; keep one (or "
+                        f"mark one as ground truth and export as JSON)")
+
+
+def write_jsonl_records(records: List[Record], path: str) -> None:
+    """The canonical format, for converting any supported file (``text[start:end]`` == entity)."""
+    atomic_write_text(path, "".join(json.dumps({"text": r.text, "entities": r.entity_dicts()}, ensure_ascii=False) + "\n"
+                                    for r in records))

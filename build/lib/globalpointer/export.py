@@ -1,0 +1,173 @@
+"""Deployable exports of a checkpoint: a Paddle Inference static model, and ONNX.
+
+    globalpointer export --model RUN/best --output RUN/export [--onnx]
+
+The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch and length dynamic),
+``model.onnx`` with ``--onnx``, ``model.int8.onnx`` with ``--quantize int8``, and the checkpoint's config, labels and tokenizer files, so that
+``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.  Span heads only:
+the tagger baselines decode with Python code (Viterbi) that no static graph carries.
+"""
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import List
+
+import paddle
+from paddle.static import InputSpec
+
+from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
+from .errors import UserError
+from .files import (MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
+                    swap_in_directory)
+from .heads import HEADS, span_head_names
+from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
+
+log = logging.getLogger("globalpointer")
+
+# Quantized: the encoder's MatMuls and the embedding table (Gather); the head's projection is a
+# Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
+INT8_OPS = ("MatMul", "Gather")
+INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/PERFORMANCE.md)
+# attention_mask and token_mask number the texts of a row (masks.py); exports of earlier versions
+# took a bool token_mask and one text per row, and still run that way (backends: the program's input type)
+INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "attention_mask"),
+              InputSpec([None, None], "int64", "token_mask")]
+
+
+def save_static(model: paddle.nn.Layer, directory: str) -> None:
+    """The model's forward pass (logits) as a static program + parameters in ``directory``."""
+    static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
+    paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
+
+
+def check_export_target(output: str, checkpoint: str, requested: str = "") -> None:
+    """An export replaces only an earlier export whose manifest lists every file in it: never the
+    checkpoint (as named, or the copy a kill left), a folder holding it, the current directory, nor a
+    folder with anything else in it."""
+    for what, path in (("the checkpoint", checkpoint), ("the checkpoint", requested), ("the current directory", ".")):
+        if path and contains(output, path):
+            raise UserError(f"--output {output} would replace {what} ({os.path.realpath(path)}); export into a new "
+                            f"directory, e.g. --output RUN/export")
+    if os.path.lexists(output):
+        if not os.path.isdir(output) or os.path.islink(output):
+            raise UserError(f"--output {output} is a file or a link; name a directory to create")
+        if not replaceable(output, EXPORT_INFO, also=(THRESHOLDS,)):
+            raise UserError(f"--output {output} exists and holds files that no export of this project wrote (an "
+                            f"export lists its files in {EXPORT_INFO}); name a new directory, or remove it yourself")
+    check_writable_location(os.path.join(output, EXPORT_INFO), "--output")
+
+
+def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
+    """The checkpoint's configuration and tokenizer files (not its weights: the program has them).  A
+    symbolic link is not followed: what it points to may be anything on this machine (a key, say),
+    and an export is made to be shipped.  Returns the links left out."""
+    links = []
+    for name in sorted(os.listdir(checkpoint)):
+        path = os.path.join(checkpoint, name)
+        if os.path.islink(path):
+            links.append(name)
+        elif name not in (WEIGHTS, LEGACY_WEIGHTS) and os.path.isfile(path):
+            shutil.copy(path, target)
+    return links
+
+
+def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17,
+                      quantize: str = "none", requested: str = "") -> List[str]:
+    """``requested``: the --model path as given, when ``checkpoint`` is what it resolved to."""
+    output = os.path.normpath(output)
+    check_export_target(output, checkpoint, requested)
+    loaded = load_checkpoint(checkpoint)
+    if not HEADS[loaded.config.model.head].span_scores:
+        raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
+                        f"export supports {' and '.join(span_head_names())}")
+    partial = partial_directory(output)
+    try:
+        save_static(loaded.model, partial)
+        links = copy_checkpoint_files(loaded.directory, partial)
+        if links:
+            log.warning("%s: symbolic links not copied into the export: %s", loaded.directory, ", ".join(links))
+        if onnx or quantize == "int8":
+            export_onnx(partial, opset)
+        if quantize == "int8":
+            quantize_onnx(partial)
+        files = sorted(os.listdir(partial))
+        with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
+            json.dump({"packs_texts": loaded.model.packs_texts, MANIFEST_KEY: files}, out, indent=1)
+        swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return sorted(os.listdir(output))
+
+
+def export_onnx(directory: str, opset: int = 17) -> str:
+    try:
+        import paddle2onnx
+    except ImportError:
+        raise UserError("ONNX export needs paddle2onnx: pip install paddle2onnx") from None
+    target = os.path.join(directory, ONNX)
+    # optimize_tool=None: the default (polygraphy) tries to pip-install helpers at export time.
+    paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
+                       opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
+    return target
+
+
+def quantize_onnx(directory: str) -> str:
+    """``model.onnx`` -> ``model.int8.onnx`` by ONNX Runtime's dynamic quantization: int8 weights for
+    the MatMuls and the embedding table, activations quantized per batch at run time.  paddle2onnx
+    writes every weight as a Constant node, which the quantizer passes over (it quantized nothing),
+    so constants become initializers first."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = onnx.load(os.path.join(directory, ONNX))
+    kept = []
+    for node in model.graph.node:
+        if node.op_type == "Constant" and [attribute.name for attribute in node.attribute] == ["value"]:
+            tensor = onnx.TensorProto()
+            tensor.CopyFrom(node.attribute[0].t)
+            tensor.name = node.output[0]
+            model.graph.initializer.append(tensor)
+        else:
+            kept.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    target = os.path.join(directory, ONNX_INT8)
+    with tempfile.TemporaryDirectory(dir=directory) as work:
+        plain = os.path.join(work, "initializers.onnx")
+        onnx.save(model, plain)
+        quantize_dynamic(plain, target, weight_type=QuantType.QInt8, op_types_to_quantize=list(INT8_OPS),
+                         per_channel=INT8_PER_CHANNEL)
+    return target
+
+
+def verify_int8(directory: str, data_path: str) -> List[dict]:
+    """Dev scores, agreement and speed of ``model.onnx`` and ``model.int8.onnx`` on one labelled file."""
+    from .data.splits import load_split
+    from .metrics import span_report
+    from .pipeline import load
+
+    rows, found, records = [], {}, None
+    for precision in ("float32", "int8"):
+        ner = load(directory, [f"inference.precision={precision}", "inference.backend=onnxruntime"])
+        records = records or load_split(ner.config, "data", data_path)
+        texts = [record.text for record in records]
+        ner.extractor.extract(texts[:8])  # warm-up: the first run of a session allocates
+        started = time.perf_counter()
+        found[precision] = ner.extractor.extract(texts)
+        seconds = time.perf_counter() - started
+        micro = span_report([record.entities for record in records], found[precision], ner.labels)["micro"]
+        rows.append({"model": precision, "f1": round(100 * micro["f1"], 2), "texts_per_second": round(len(texts) / seconds, 1),
+                     "megabytes": round(os.path.getsize(os.path.join(directory, onnx_file(precision))) / 1e6, 1)})
+    same = sum([e.key for e in a] == [e.key for e in b] for a, b in zip(found["float32"], found["int8"]))
+    rows[1]["texts_with_identical_entities"] = f"{same} of {len(found['int8'])}"
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit("python -m globalpointer.export is now: globalpointer export --model CHECKPOINT --output DIR ... "
+             "(or python -m globalpointer export ...)")

@@ -1,0 +1,219 @@
+"""The output policy of every command that writes.
+
+- An output never is, nor holds, an input of the same command (real paths, links resolved; hard
+  links by inode), and no two outputs of one command are the same file.
+- Everything is written under a temporary name unique to this process and renamed into place, so a
+  reader, or a crash, never sees half a file, and no file or folder of the user's that happens to be
+  called ``OUT.partial`` or ``OUT.previous`` is ever written or removed.
+- A directory is replaced only when it is wholly the project's: its manifest lists every file in it.
+- One run directory has one writer at a time (``RunLock``).
+"""
+import contextlib
+import errno
+import fcntl
+import glob
+import json
+import os
+import shutil
+import tempfile
+from typing import Dict, Iterator, Optional, Sequence, TextIO
+
+from .errors import UserError
+
+PARTIAL = ".partial-"  # infix of a directory or file being written
+PREVIOUS = ".previous-"  # infix of a directory being replaced (removed once its successor is in place)
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def contains(outer: str, inner: str) -> bool:
+    """Whether ``inner`` is ``outer`` or lies inside it, links resolved."""
+    outer, inner = _real(outer), _real(inner)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
+def input_relation(path: str, source: Optional[str]) -> Optional[str]:
+    """How writing ``path`` would touch the input ``source``: "is", "holds", "lies inside", or None."""
+    if not source or source == "-":
+        return None
+    if _same_file(path, source) or _real(path) == _real(source):
+        return "is"
+    if contains(path, source):
+        return "holds"
+    if os.path.isdir(source) and contains(source, path):
+        return "lies inside"
+    return None
+
+
+def check_not_input(path: str, flag: str, inputs: Sequence[Optional[str]]) -> None:
+    """``path`` (a file or directory the command writes) is none of ``inputs``, holds none of them,
+    and lies in no input directory (a model directory, say)."""
+    for source in inputs:
+        relation = input_relation(path, source)
+        if relation:
+            raise UserError(f"{flag} {path} {relation} the input {source}; writing it would destroy the input: "
+                            f"name another output")
+
+
+def check_output_file(path: str, flag: str, inputs: Sequence[Optional[str]] = ()) -> None:
+    """``path`` can be written as a file and is none of ``inputs`` (by real path, link or inode)."""
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a directory; name a file, e.g. {os.path.join(path, 'out.jsonl')}")
+    check_not_input(path, flag, inputs)
+    check_writable_location(path, flag)
+
+
+def check_writable_location(path: str, flag: str) -> None:
+    """The nearest existing folder of ``path`` can be written into, checked before any work."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot write into {parent}; choose another location")
+
+
+def check_distinct(outputs: Dict[str, Optional[str]]) -> None:
+    """No two outputs of one command (flag -> path) are the same file."""
+    seen: Dict[str, str] = {}
+    for flag, path in outputs.items():
+        if not path or path == "-":
+            continue
+        real = _real(path)
+        if real in seen:
+            raise UserError(f"{flag} and {seen[real]} name the same file {path}; one would replace the other: "
+                            f"give them different names")
+        seen[real] = flag
+
+
+def chmod_as_created(path: str, mode: int) -> None:
+    """The permissions open() or os.makedirs would have given ``path``: ``mode`` less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, binary: bool = False) -> Iterator[TextIO]:
+    """A text file written under a unique temporary name beside ``path`` and renamed to ``path`` when
+    the block ends without an error; on an error the temporary file is removed, unless it is a
+    KeyboardInterrupt: then it stays, and its name is in ``handle.partial_name`` for the message."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + PARTIAL)
+    chmod_as_created(temporary, 0o666)  # mkstemp's 0600 would hide reports from others
+    out = os.fdopen(handle, "wb") if binary else os.fdopen(handle, "w", encoding="utf-8")
+    out.partial_name = temporary
+    try:
+        with out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    with atomic_output(path) as out:
+        out.write(text)
+
+
+def atomic_write_json(path: str, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def partial_directory(directory: str) -> str:
+    """A new empty directory beside ``directory``, unique to this call, to write its successor into."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    partial = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(os.path.abspath(directory)) + PARTIAL)
+    chmod_as_created(partial, 0o777)
+    return partial
+
+
+def swap_in_directory(partial: str, directory: str) -> None:
+    """Put the finished ``partial`` directory in place of ``directory``: the old one is renamed to a
+    unique ``directory.previous-XXXX`` first and removed last, so a kill leaves one of the two whole
+    (``previous_versions`` finds it)."""
+    directory = os.path.abspath(directory)
+    previous = None
+    if os.path.isdir(directory):
+        previous = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=os.path.basename(directory) + PREVIOUS)
+        os.replace(directory, previous)  # onto the empty directory just made: rename replaces it
+    os.replace(partial, directory)
+    if previous:
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def previous_versions(directory: str) -> list:
+    """The copies of ``directory`` a kill between ``swap_in_directory``'s renames left, newest first."""
+    found = [path for path in glob.glob(glob.escape(os.path.abspath(directory)) + PREVIOUS + "*")
+             if os.path.isdir(path)]
+    return sorted(found, key=os.path.getmtime, reverse=True)
+
+
+# ---- manifests: a directory the project may replace lists every file in it --------------------
+
+MANIFEST_KEY = "files"
+
+
+def replaceable(directory: str, manifest: str, also: Sequence[str] = ()) -> bool:
+    """Whether every entry of ``directory`` is listed in its JSON ``manifest`` (or in ``also``:
+    files the project adds later, such as calibrated thresholds), so that replacing it loses
+    nothing of anyone else's.  An empty directory is replaceable."""
+    entries = set(os.listdir(directory))
+    if not entries:
+        return True
+    try:
+        with open(os.path.join(directory, manifest), encoding="utf-8") as handle:
+            listed = json.load(handle)[MANIFEST_KEY]
+        assert isinstance(listed, list) and all(isinstance(name, str) for name in listed)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        return False
+    return entries <= set(listed) | {manifest} | set(also)
+
+
+# ---- one writer per run directory --------------------------------------------------------------
+
+LOCK_FILE = ".lock"
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held while a process writes it: the kernel drops it when
+    the process ends, however it ends, so a killed run never leaves a stale lock.  The file says who
+    holds it."""
+
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, LOCK_FILE)
+        self.handle = None
+
+    def __enter__(self):
+        self.handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "another process"
+            self.handle.close()
+            raise UserError(f"output_dir {os.path.dirname(self.path)} is being written by {holder}; wait for it "
+                            f"to finish, or train into another output_dir (--set output_dir=...)") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"train.py (pid {os.getpid()})\n")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()  # closing releases the lock

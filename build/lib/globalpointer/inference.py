@@ -1,0 +1,73 @@
+"""Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
+from typing import Callable, Generator, List, Sequence
+
+import paddle
+
+from .data.batching import collate_rows, prediction_batches, split_row
+from .data.features import TextEncoder, window_entities
+from .decode import Threshold, select_flat
+from .spans import Entity
+
+
+def model_inputs(batch: dict) -> dict:
+    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "attention_mask", "token_mask")}
+
+
+class Extractor:
+    """Entities for any number of texts of any length, with character offsets (end exclusive)."""
+
+    def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
+                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None, pack_texts: bool = False):
+        """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
+        (outputs, token_mask, threshold) to token spans: the model's head's by default.
+        ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
+        ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
+        costs more than in a batch without sharing), where the model can read several texts in a row
+        (its ``packs_texts``); otherwise a row per window."""
+        self.model = model
+        self.decoder = decoder or model.head.decode
+        self.text_encoder = text_encoder
+        self.labels = list(labels)
+        self.flat = decode == "flat"
+        self.threshold = threshold
+        self.batch_size = batch_size
+        self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
+
+    def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
+        return run_steps(self.extract_steps(texts))
+
+    def extract_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[int, None, List[List[Entity]]]:
+        """``extract`` one forward pass at a time: the generator yields after each pass (of
+        ``batch_size`` rows, default the extractor's) how many passes are left, and returns the
+        entities, so that a caller can put other work between the passes of a long call (the service
+        does: serve.py)."""
+        was_training = getattr(self.model, "training", False)
+        if was_training:
+            self.model.eval()
+        windows = self.text_encoder.text_windows(texts)
+        entities: List[List[Entity]] = [[] for _ in texts]
+        lengths = [len(w.input_ids) for w in windows]
+        batches = prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts)
+        for done, members in enumerate(batches, 1):
+            with paddle.no_grad():
+                inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
+                                                   self.text_encoder.pad_id))
+                outputs = self.model(**inputs)
+                for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
+                    for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
+                        entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
+            yield len(batches) - done
+        if was_training:
+            self.model.train()
+        if self.flat:
+            return [select_flat(found) for found in entities]
+        return [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
+
+
+def run_steps(steps: Generator):
+    """What a generator of ``extract_steps``'s kind returns, once it has run to its end."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

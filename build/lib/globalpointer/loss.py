@@ -1,0 +1,95 @@
+"""Multilabel categorical cross-entropy (Su, 2020) over span cells, dense and sparse.
+
+For each (example, type):  L = log(1 + sum_{neg} e^{s}) + log(1 + sum_{pos} e^{-s}),
+where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp.
+
+The logits are the heads' output: masked cells already carry ``MASKED_LOGIT``, so they vanish from
+the negative sums without another pass over ``[batch, types, L, L]``; the ``mask`` argument only
+decides which gold labels count.  Gold spans are ``[batch, max_gold, 3]`` int64 rows
+``(type, start, end)`` (token indices, end inclusive) padded with -1.  A gold span in a masked cell
+(padding, special token, end before start) is left out of the loss rather than turned into an
+infinite term; ``count_masked_gold`` tells how many were.  The sparse form's passes over the
+``[batch, types, L, L]`` logits have a hand-written backward pass (``span_autograd``) that holds one
+gradient of that size and no temporaries.
+"""
+import paddle
+import paddle.nn.functional as F
+
+from .masks import MASKED_LOGIT
+from .span_autograd import negatives_logsumexp_and_gold
+
+
+def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
+    """log(1 + sum(exp(scores))) along the last axis, as softplus(logsumexp): both stable, and no
+    zero column to concatenate onto the scores."""
+    return F.softplus(paddle.logsumexp(scores, axis=-1))
+
+
+def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+    """``logits`` (masked) and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
+    logits = logits.astype("float32")
+    labelled = labels.astype("bool")
+    vanish = paddle.to_tensor(MASKED_LOGIT, dtype="float32")
+    neg = paddle.where(labelled, vanish, logits).flatten(2)
+    pos = paddle.where(labelled & mask.astype("bool"), -logits, vanish).flatten(2)
+    return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
+
+
+def _gold_parts(gold: paddle.Tensor, mask: paddle.Tensor, length: int):
+    """Flat cell index ``start * L + end`` and a validity flag (real and unmasked) per gold row."""
+    gold = gold.astype("int64")
+    types, starts, ends = gold[..., 0], gold[..., 1], gold[..., 2]
+    present = types >= 0
+    flat = paddle.where(present, starts * length + ends, paddle.zeros_like(starts))
+    cell_open = paddle.take_along_axis(mask[:, 0].astype("int32").flatten(1), flat, axis=1) > 0
+    return types, flat, present, present & cell_open
+
+
+def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
+    """How many gold rows fall into masked cells (and so are left out of the loss)."""
+    if gold.shape[1] == 0:
+        return 0
+    _, _, present, valid = _gold_parts(gold, mask, mask.shape[-1])
+    return int((present & ~valid).astype("int64").sum())
+
+
+def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+    """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
+    ``batch x max_gold`` instead of ``batch x types x L x L``; gold rows within an example are distinct."""
+    logits = logits.astype("float32")
+    batch, num_types, length = logits.shape[0], logits.shape[1], logits.shape[2]
+    if gold.shape[1] == 0:  # one padding row keeps the shapes non-empty
+        gold = paddle.full([batch, 1, 3], -1, dtype="int64")
+    types, flat, _, valid = _gold_parts(gold, mask, length)
+    cell = paddle.where(valid, types * (length * length) + flat, paddle.zeros_like(flat))  # into types x L x L
+    # negatives: every cell but the gold ones, which get MASKED_LOGIT added
+    negatives_lse, gold_scores = negatives_logsumexp_and_gold(logits, cell, valid)
+    type_ids = paddle.arange(num_types, dtype="int64").reshape([1, num_types, 1])
+    is_gold = (types.unsqueeze(1) == type_ids) & valid.unsqueeze(1)  # [batch, types, max_gold]
+    pos = paddle.where(is_gold, -gold_scores.unsqueeze(1), paddle.to_tensor(MASKED_LOGIT, dtype="float32"))
+    return (F.softplus(negatives_lse) + _log1p_sum_exp(pos)).mean()  # softplus(lse): as _log1p_sum_exp
+
+
+def symmetric_kl(first: paddle.Tensor, second: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+    """R-Drop's term between two dropout passes' logits ``[batch, types, L, L]``: each open cell's
+    score is a Bernoulli (sigmoid) probability, as in decoding, and KL(p||q) + KL(q||p) of two of
+    them is (p - q)(logit p - logit q); summed over the cells of each (example, type) and averaged
+    over them, as the loss is.  ``mask``: open cells, broadcastable (bool)."""
+    first, second = first.astype("float32"), second.astype("float32")
+    divergence = (F.sigmoid(first) - F.sigmoid(second)) * (first - second)
+    return (divergence * mask.astype("float32")).flatten(2).sum(-1).mean()
+
+
+def gold_to_dense(gold: paddle.Tensor, num_types: int, length: int) -> paddle.Tensor:
+    """``[batch, types, L, L]`` 0/1 labels from gold rows (for the dense loss)."""
+    gold = gold.astype("int64")
+    batch = gold.shape[0]
+    labels = paddle.zeros([batch * num_types * length * length], dtype="float32")
+    if gold.shape[1]:
+        rows = paddle.arange(batch, dtype="int64").unsqueeze(1).expand(gold.shape[:2])
+        present = gold[..., 0] >= 0
+        flat = ((rows * num_types + gold[..., 0]) * length + gold[..., 1]) * length + gold[..., 2]
+        flat = paddle.masked_select(flat, present)
+        if flat.shape[0]:
+            labels = paddle.scatter(labels, flat, paddle.ones([flat.shape[0]], dtype="float32"))
+    return labels.reshape([batch, num_types, length, length])

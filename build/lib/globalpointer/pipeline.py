@@ -1,0 +1,129 @@
+"""From a saved model to entities in two lines of Python; the CLIs are shells over this.
+
+    import globalpointer
+    ner = globalpointer.load("runs/quickstart/best")           # a checkpoint or an export
+    ner("张三在北京大学读书")                                      # -> [{"start", "end", "type", "text", "score"}]
+    for entities in ner.pipe(open("texts.txt", encoding="utf-8").read().splitlines(), batch_size=64): ...
+
+``load`` reads the model directory's config, applies overrides (``model__threshold=0.5`` or
+``overrides=["model.threshold=0.5"]``, as ``--set`` does), sets the device, picks the backend
+(``inference.backend``) and only then builds the model.  Per-type thresholds that
+``globalpointer calibrate`` stored in the directory are used unless
+``model.calibrated_thresholds`` is false.
+"""
+import logging
+from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence
+
+from .config import RunConfig, yaml_scalar
+from .inference import run_steps
+from .runtime import Runtime
+from .spans import Record
+
+log = logging.getLogger("globalpointer")
+
+
+class Pipeline:
+    """Entities for texts of any length, with character offsets into each text (end exclusive)."""
+
+    def __init__(self, extractor, config: RunConfig, labels: List[str], runtime: Runtime, backend: str,
+                 directory: str):
+        self.extractor = extractor
+        self.config = config
+        self.labels = labels
+        self.runtime = runtime
+        self.backend = backend
+        self.directory = directory
+
+    def __call__(self, text: str) -> List[dict]:
+        return next(self.pipe([text]))
+
+    def pipe(self, texts: Iterable[str], batch_size: Optional[int] = None) -> Iterator[List[dict]]:
+        """Entity dicts per text, in order, ``batch_size`` texts predicted at a time (default 256)."""
+        batch: List[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) >= (batch_size or 256):
+                yield from self._predict(batch)
+                batch = []
+        if batch:
+            yield from self._predict(batch)
+
+    def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
+        yield from run_steps(self.predict_steps(texts))
+
+    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
+        """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
+        (``Extractor.extract_steps``)."""
+        found = yield from self.extractor.extract_steps(texts, rows_per_pass)
+        return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
+
+
+def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:
+    """``--set`` items from both forms: ``["model.threshold=0.5"]`` and ``model__threshold=0.5``."""
+    keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
+    return list(overrides or []) + keyword_items
+
+
+def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
+    """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
+    from .backends import is_export
+    from .model import check_checkpoint_files, load_metadata, resolve_checkpoint
+
+    settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
+    if is_export(model):
+        directory = model
+    else:
+        directory = resolve_checkpoint(model)
+        check_checkpoint_files(directory)
+    return (directory, *load_metadata(directory, settings))
+
+
+def inference_config(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
+                     **keyword_overrides) -> RunConfig:
+    """The config ``load`` would build the model with, checked as ``load`` checks it (files, overrides,
+    backend), without building the model: what a process that starts others needs to know."""
+    from .backends import choose_backend
+
+    directory, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
+    choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+    return config
+
+
+def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
+         window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
+    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``).
+
+    ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
+    window, or several short ones with ``inference.pack_texts``)."""
+    from .backends import InferenceModel, OnnxModel, choose_backend, onnx_file
+    from .data.splits import text_encoder_for
+    from .inference import Extractor
+    from .model import THRESHOLDS, build_from_checkpoint, read_thresholds
+    from .runtime import cpu_thread_count, setup_runtime
+
+    directory, config, record, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
+    labels = record.labels
+    runtime = setup_runtime(config.device, config.cpu_threads)
+    chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+    threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
+    if chosen == "dynamic":
+        network, decoder = build_from_checkpoint(directory, config, record, tokenizer).model, None
+    elif chosen == "paddle-inference":
+        network = InferenceModel(directory, config.model.tril_mask, threads, runtime.device,
+                                 config.inference.precision, config.inference.tensorrt)
+        decoder = network.decode
+    else:
+        network = OnnxModel(directory, config.model.tril_mask, threads, runtime.device,
+                            onnx_file(config.inference.precision))
+        decoder = network.decode
+    threshold = config.model.threshold
+    calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
+    if calibrated is not None:
+        threshold = calibrated
+        log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
+                 THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
+                 config.model.threshold)
+    extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
+                          threshold, window_batch_size or config.train.eval_batch_size, decoder,
+                          config.inference.pack_texts)
+    return Pipeline(extractor, config, labels, runtime, chosen, directory)

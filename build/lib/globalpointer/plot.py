@@ -1,0 +1,39 @@
+"""Learning curves of a run: ``globalpointer plot RUN_DIR`` writes RUN_DIR/metrics.png
+(train loss and dev precision / recall / F1 per evaluation, from metrics.csv; with EMA also the
+trained weights' F1 without the average)."""
+import csv
+import os
+import sys
+
+from .files import atomic_output
+
+
+def plot_run(run_dir: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(run_dir, "metrics.csv"), newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    steps = [int(r["step"]) for r in rows]
+    figure, (loss_axis, score_axis) = plt.subplots(1, 2, figsize=(10, 4))
+    loss_axis.plot(steps, [float(r["train_loss"]) for r in rows], marker="o")
+    loss_axis.set(title="train loss", xlabel="optimizer step", yscale="log")
+    for key in ("precision", "recall", "f1"):
+        score_axis.plot(steps, [float(r[key]) * 100 for r in rows], marker="o", label=key)
+    if all(r.get("f1_without_average") for r in rows):  # an EMA run: its scores above are the average's
+        score_axis.plot(steps, [float(r["f1_without_average"]) * 100 for r in rows], marker="o", linestyle="--",
+                        label="f1 without the average")
+    score_axis.set(title="dev (micro, exact span match)", xlabel="optimizer step", ylabel="%")
+    score_axis.legend()
+    figure.suptitle(os.path.basename(os.path.abspath(run_dir)))
+    figure.tight_layout()
+    target = os.path.join(run_dir, "metrics.png")
+    with atomic_output(target, binary=True) as out:
+        figure.savefig(out, format="png", dpi=100)
+    return target
+
+
+if __name__ == "__main__":
+    sys.exit("python -m globalpointer.plot is now: globalpointer plot RUN_DIR (or python -m globalpointer plot ...)")

@@ -1,0 +1,244 @@
+"""Streaming prediction over files: one JSON line out for every line in, in order, whatever the line.
+
+Input lines are plain text or JSON objects with a ``text`` field.  Each output line is
+``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` (for JSON input, the input's
+other fields are kept); a line that cannot be read gets ``"error"`` instead of failing the run.
+With ``label-studio`` output each line is that payload as a Label Studio task instead, and the file
+one JSON array (``[`` and ``]`` on lines of their own), which Label Studio imports.
+"""
+import codecs
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+
+from tqdm import tqdm
+
+from .errors import UserError
+from .files import atomic_output
+from .label_studio import label_studio_task
+from .spans import Record
+
+if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
+    from .inference import Extractor
+
+OUTPUT_FORMATS = ("jsonl", "label-studio")
+
+
+class ParsedLine(NamedTuple):
+    payload: dict  # what the output line starts from
+    text: Optional[str]  # None when the line could not be read
+
+
+def parse_line(raw: bytes, input_format: str) -> ParsedLine:
+    line = raw[:-1] if raw.endswith(b"\n") else raw
+    line = line[:-1] if line.endswith(b"\r") else line
+    try:
+        decoded = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        text = line.decode("utf-8", errors="replace")
+        return ParsedLine({"text": text, "entities": [], "error": f"not UTF-8 at byte {error.start} of the line"}, None)
+    if input_format == "text":
+        return ParsedLine({"text": decoded}, decoded)
+    if not decoded.strip():
+        return ParsedLine({"text": "", "entities": []}, "")
+    try:
+        obj = json.loads(decoded)
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # what the output line will hold must be UTF-8
+    except json.JSONDecodeError as error:
+        return ParsedLine({"text": decoded, "entities": [], "error": f"malformed JSON: {error.msg}"}, None)
+    except UnicodeEncodeError:
+        return ParsedLine({"text": decoded, "entities": [], "error": "the JSON holds a lone surrogate (\\ud800 to "
+                                                                     "\\udfff), which is no character"}, None)
+    except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than Python's stack
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+        return ParsedLine({"text": decoded, "entities": [], "error": f"unreadable JSON: {reason}"}, None)
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        return ParsedLine({"text": decoded, "entities": [], "error": 'a JSON line needs a string "text" field'}, None)
+    return ParsedLine(dict(obj), obj["text"])
+
+
+def sniff_format(first_line: bytes) -> str:
+    """``jsonl`` when the first line is a JSON object with a text field, else ``text``."""
+    try:
+        obj = json.loads(first_line.decode("utf-8"))
+        return "jsonl" if isinstance(obj, dict) and "text" in obj else "text"
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "text"
+    except (ValueError, RecursionError):  # JSON past Python's limits: parse_line names them line by line
+        return "jsonl" if first_line.lstrip().startswith(b"{") else "text"
+
+
+def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[bytes]]:
+    chunk: List[bytes] = []
+    for raw in stream:
+        chunk.append(raw)
+        if len(chunk) >= lines_per_chunk:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class PredictionWriter:
+    """Writes one JSON value per input line: the payload (``jsonl``) or its Label Studio task, as
+    the lines of one JSON array unless ``array`` is False (a share that rank 0 joins)."""
+
+    def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
+                 array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None):
+        self.sink = sink
+        self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
+        self.model_version = model_version
+        self.label_studio = output_format == "label-studio"
+        self.array = self.label_studio if array is None else array
+        self.count = 0
+
+    def write(self, payload: dict) -> None:
+        if self.on_payload is not None:
+            self.on_payload(payload)
+        value = label_studio_task(payload, self.model_version) if self.label_studio else payload
+        self.write_json(json.dumps(value, ensure_ascii=False))
+
+    def write_json(self, encoded: str) -> None:
+        if self.array:
+            self.sink.write(",\n" if self.count else "[\n")
+        self.sink.write(encoded if self.array else encoded + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self.array:
+            self.sink.write(("\n" if self.count else "[\n") + "]\n")
+
+
+def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: PredictionWriter, input_format: str = "auto",
+                   lines_per_chunk: int = 512, total_bytes: Optional[int] = None,
+                   at_file_start: bool = True) -> Tuple[int, int]:
+    """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error)."""
+    lines = failed = 0
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True)
+    for chunk in read_chunks(source, lines_per_chunk):
+        if at_file_start and lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
+            chunk[0] = chunk[0][len(codecs.BOM_UTF8):]
+        if input_format == "auto":
+            first = next((raw for raw in chunk if raw.strip()), None)
+            if first is not None:
+                input_format = sniff_format(first)
+        parsed = [parse_line(raw, "text" if input_format == "auto" else input_format) for raw in chunk]
+        readable = [i for i, p in enumerate(parsed) if p.text]
+        found = extractor.extract([parsed[i].text for i in readable])
+        entities_of = dict(zip(readable, found))
+        for i, item in enumerate(parsed):
+            payload = item.payload
+            if item.text is not None:
+                record = Record(item.text, entities_of.get(i, []))
+                payload = {**payload, "entities": record.entity_dicts(with_score=True)}
+            failed += "error" in payload
+            writer.write(payload)
+        lines += len(chunk)
+        bar.update(sum(len(raw) for raw in chunk))
+        bar.set_postfix(lines=lines, errors=failed)
+    bar.close()
+    writer.close()
+    return lines, failed
+
+
+def predict_file(extractor: "Extractor", input_path: str, output_path: str, input_format: str = "auto",
+                 lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "",
+                 on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
+    """``-`` means standard input / output.  A file output is written under a temporary name and
+    renamed at the end, so a finished file is always complete."""
+    total = os.path.getsize(input_path) if input_path != "-" else None
+    source = sys.stdin.buffer if input_path == "-" else open(input_path, "rb")
+    try:
+        if output_path == "-":
+            writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload)
+            return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
+        sink = None
+        try:
+            with atomic_output(output_path) as sink:
+                writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload)
+                return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
+        except KeyboardInterrupt:
+            if sink is None:
+                raise
+            sink.close()
+            with open(sink.partial_name, "rb") as done:
+                written = sum(1 for _ in done)
+            raise KeyboardInterrupt(f"interrupted: {output_path} was not written; the output lines of the first "
+                                    f"{written} input lines are in {sink.partial_name}") from None
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+
+
+def count_lines(path: str) -> int:
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")  # a last line without a newline counts too
+
+
+def file_input_format(path: str, requested: str) -> str:
+    """``auto`` resolved from the file's first non-empty line, as a single process would sniff it."""
+    if requested != "auto":
+        return requested
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle):
+            raw = raw[len(codecs.BOM_UTF8):] if number == 0 and raw.startswith(codecs.BOM_UTF8) else raw
+            if raw.strip():
+                return sniff_format(raw)
+    return "text"
+
+
+def part_files(output_path: str, world_size: int) -> List[str]:
+    """The names of the processes' shares of one launch: the launch's address list (the same in
+    every process of it, new in the next) keeps them apart from any file of the user's or of another
+    launch."""
+    launch = hashlib.sha1(os.environ.get("PADDLE_TRAINER_ENDPOINTS", "").encode()).hexdigest()[:10]
+    return [f"{output_path}.part-{rank}-of-{world_size}.{launch}" for rank in range(world_size)]
+
+
+def predict_file_share(extractor: "Extractor", input_path: str, output_path: str, input_format: str,
+                       lines_per_chunk: int, rank: int, world_size: int, barrier, output_format: str = "jsonl",
+                       model_version: str = "", on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
+    """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
+    into its part file (``part_files``), wait for every process (``barrier``), then rank 0 joins the
+    parts in order into ``OUT``, the same file one process writes."""
+    if "-" in (input_path, output_path):
+        raise UserError("several processes need --input and --output files, not standard input or output")
+    total = count_lines(input_path)
+    first, stop = total * rank // world_size, total * (rank + 1) // world_size
+    input_format = file_input_format(input_path, input_format)
+    parts = part_files(output_path, world_size)
+    with open(input_path, "rb") as source:
+        share = itertools.islice(source, first, stop)
+        with atomic_output(parts[rank]) as sink:
+            writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload)
+            counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
+    barrier()
+    if rank == 0:
+        with atomic_output(output_path) as joined:
+            if output_format == "label-studio":
+                _join_as_array(parts, joined)
+            else:
+                for name in parts:
+                    with open(name, encoding="utf-8") as piece:
+                        shutil.copyfileobj(piece, joined)
+        for name in parts:
+            os.remove(name)
+    return counts
+
+
+def _join_as_array(parts: List[str], joined: TextIO) -> None:
+    """JSON lines of the parts -> the one JSON array a single process writes."""
+    writer = PredictionWriter(joined, array=True)
+    for name in parts:
+        with open(name, encoding="utf-8") as piece:
+            for line in piece:
+                writer.write_json(line.rstrip("\n"))
+    writer.close()

@@ -1,0 +1,133 @@
+"""Training recipes the GlobalPointer literature reports gains with, each off by default
+(``train.adversarial``, ``train.ema_decay``, ``train.layer_lr_decay``; evidence in docs/RESULTS.md).
+
+- FGM (Miyato et al.): after the backward pass, move the word embeddings by
+  r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a
+  gradient-accumulation window), run forward and backward once more so that the gradients of both
+  passes add up, then put the embeddings back.  One extra forward/backward per batch.
+- EMA: a shadow copy of the weights, shadow = d * shadow + (1 - d) * weights after every optimizer
+  step, with d = min(decay, (1 + t) / (10 + t)) at update t so that early shadows are not stuck at
+  the initial weights.  Evaluation and the best checkpoint use the shadow.
+- Layer-wise learning-rate decay: the encoder's top layer learns at ``train.lr``, each layer below at
+  ``layer_lr_decay`` times the one above, the embeddings below the lowest layer.
+"""
+import contextlib
+import re
+from typing import Dict
+
+import numpy as np
+import paddle
+
+from .errors import ConfigError
+
+LAYER = re.compile(r"\.layers?\.(\d+)\.")
+
+
+def word_embeddings(model) -> paddle.Tensor:
+    for name, parameter in model.named_parameters():
+        if name.endswith("word_embeddings.weight"):
+            return parameter
+    raise ConfigError("train.adversarial=fgm needs the encoder's word embeddings (a parameter named "
+                      "*word_embeddings.weight); this encoder has none: set train.adversarial=none")
+
+
+class FGM:
+    """The fast gradient method on one parameter (the word embeddings)."""
+
+    def __init__(self, parameter: paddle.Tensor, epsilon: float):
+        self.parameter = parameter
+        self.epsilon = epsilon
+        self.backup = None
+        self.earlier = None  # the gradient of the window's earlier batches, left out of the next attack
+
+    @paddle.no_grad()
+    def remember_gradient(self) -> None:
+        """Call before a batch's backward when earlier batches' gradients are being accumulated in
+        the parameter: the next attack then follows this batch's gradient alone."""
+        grad = self.parameter.grad
+        self.earlier = None if grad is None else grad.clone()
+
+    @paddle.no_grad()
+    def attack(self) -> bool:
+        """Move the parameter along its gradient; False (and nothing moved) when the gradient is
+        missing, zero or not finite."""
+        grad, earlier, self.earlier = self.parameter.grad, self.earlier, None
+        if grad is None:
+            return False
+        if earlier is not None:
+            grad = grad - earlier
+        norm = float(paddle.linalg.norm(grad.astype("float32")))
+        if not np.isfinite(norm) or norm == 0.0:
+            return False
+        self.backup = self.parameter.clone()
+        self.parameter.add_((grad.astype(self.parameter.dtype) * (self.epsilon / norm)))
+        return True
+
+    @paddle.no_grad()
+    def restore(self) -> None:
+        if self.backup is not None:
+            self.parameter.set_value(self.backup)
+            self.backup = None
+
+
+class EMA:
+    """An exponential moving average of the trainable weights."""
+
+    def __init__(self, model, decay: float):
+        self.decay = decay
+        self.updates = 0
+        self.shadow: Dict[str, paddle.Tensor] = {name: p.detach().clone() for name, p in model.named_parameters()
+                                                 if not p.stop_gradient}
+
+    def rate(self) -> float:
+        return min(self.decay, (1 + self.updates) / (10 + self.updates))
+
+    @paddle.no_grad()
+    def update(self, model) -> None:
+        d = self.rate()
+        self.updates += 1
+        for name, parameter in model.named_parameters():
+            if name in self.shadow:
+                self.shadow[name].scale_(d).add_(parameter.detach() * (1 - d))
+
+    @contextlib.contextmanager
+    def applied(self, model):
+        """The model holds the shadow weights inside, its own weights again after."""
+        parameters = dict(model.named_parameters())
+        saved = {name: parameters[name].detach().clone() for name in self.shadow}
+        with paddle.no_grad():
+            for name, value in self.shadow.items():
+                parameters[name].set_value(value)
+        try:
+            yield
+        finally:
+            with paddle.no_grad():
+                for name, value in saved.items():
+                    parameters[name].set_value(value)
+
+    def state_dict(self) -> dict:
+        return {"updates": self.updates, "shadow": dict(self.shadow)}
+
+    def set_state_dict(self, state: dict) -> None:
+        missing = set(self.shadow) - set(state["shadow"])
+        if missing:
+            raise ConfigError(f"the saved EMA weights lack {', '.join(sorted(missing)[:3])}: the model changed")
+        self.updates = int(state["updates"])
+        for name in self.shadow:
+            self.shadow[name] = paddle.to_tensor(np.asarray(state["shadow"][name]))
+
+
+def layer_depth(name: str, num_layers: int) -> int:
+    """0 for the embeddings, k + 1 for encoder layer k, ``num_layers`` for anything above (pooler)."""
+    if ".embeddings." in name or name.startswith("embeddings."):
+        return 0
+    match = LAYER.search(name)
+    return int(match.group(1)) + 1 if match else num_layers
+
+
+def layer_rates(named_parameters, lr: float, decay: float) -> Dict[str, float]:
+    """Parameter name -> learning rate: lr * decay ** (num_layers - depth), with num_layers counted
+    from the names (decay 1: lr for every parameter)."""
+    names = [name for name, _ in named_parameters]
+    num_layers = max((layer_depth(name, 0) for name in names), default=0)  # the deepest encoder layer's depth
+    return {name: lr * decay ** (num_layers - layer_depth(name, num_layers)) for name in names}

@@ -1,0 +1,110 @@
+"""GlobalPointer's math as plain float64 numpy expressions, in one place.
+
+The heads, the loss and the hand-written backward passes (``span_autograd.py``) compute these
+faster and with less memory; this module says what they compute, and the tests hold the fast paths
+to it (``tests/test_reference.py``).  Nothing in training or prediction calls it.
+
+Shapes: ``hidden`` ``[batch, L, hidden]``; ``token_mask`` ``[batch, L]`` bool (False on padding and
+special tokens); scores ``[batch, types, L, L]`` with cell ``(i, j)`` the span from token i to token j.
+"""
+import numpy as np
+
+from .masks import MASKED_LOGIT
+
+
+def rope(x: np.ndarray) -> np.ndarray:
+    """RoFormer's rotary embedding over the positions of axis -2: the pair (x_2i, x_2i+1) at
+    position m is rotated by the angle m * theta_i, theta_i = 10000^(-2i/d)."""
+    length, dim = x.shape[-2], x.shape[-1]
+    theta = 10000.0 ** (-2.0 * np.arange(dim // 2) / dim)
+    angle = np.arange(length)[:, None] * theta[None, :]  # [L, d/2]
+    cos, sin = np.cos(angle), np.sin(angle)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty(x.shape, dtype=np.float64)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def open_cells(token_mask: np.ndarray, tril_mask: bool = True) -> np.ndarray:
+    """``[batch, 1, L, L]``: both ends are text tokens (and start <= end)."""
+    cells = token_mask[:, None, :, None] & token_mask[:, None, None, :]
+    if tril_mask:
+        cells = cells & np.triu(np.ones(cells.shape[-2:], dtype=bool))
+    return cells
+
+
+def global_pointer_scores(hidden, weight, bias, num_types: int, head_size: int, use_rope: bool = True,
+                          token_mask=None, tril_mask: bool = True) -> np.ndarray:
+    """s_a(i, j) = q_a,i . k_a,j / sqrt(head_size), with [q_a; k_a] the type's slice of
+    hidden @ weight + bias (query first), both rotated by RoPE; masked cells get MASKED_LOGIT added."""
+    batch, length, _ = hidden.shape
+    projected = (hidden.astype(np.float64) @ weight + bias).reshape(batch, length, num_types, 2 * head_size)
+    query, key = projected[..., :head_size], projected[..., head_size:]  # [batch, L, types, d]
+    query, key = query.transpose(0, 2, 1, 3), key.transpose(0, 2, 1, 3)  # [batch, types, L, d]
+    if use_rope:
+        query, key = rope(query), rope(key)
+    scores = query @ key.transpose(0, 1, 3, 2) / np.sqrt(head_size)
+    return _masked(scores, token_mask, tril_mask)
+
+
+def efficient_global_pointer_scores(hidden, weight, bias, bias_weight, bias_bias, num_types: int, head_size: int,
+                                    use_rope: bool = True, token_mask=None, tril_mask: bool = True) -> np.ndarray:
+    """Su's Efficient GlobalPointer: one shared projection p = hidden @ weight + bias (query = its
+    even columns, key = its odd ones, RoPE on both), and per type a start and an end bias from
+    (p @ bias_weight + bias_bias) / 2 (column 2a + 1 at the start, 2a at the end):
+    s_a(i, j) = q_i . k_j / sqrt(head_size) + start_a(i) + end_a(j)."""
+    projected = hidden.astype(np.float64) @ weight + bias  # [batch, L, 2 * head_size]
+    query, key = projected[..., 0::2], projected[..., 1::2]
+    if use_rope:
+        query, key = rope(query), rope(key)
+    shared = query @ key.transpose(0, 2, 1) / np.sqrt(head_size)  # [batch, L, L]
+    per_type = (projected @ bias_weight + bias_bias) / 2  # [batch, L, 2 * types]
+    start, end = per_type[..., 1::2], per_type[..., 0::2]  # [batch, L, types]
+    scores = (shared[:, None] + start.transpose(0, 2, 1)[:, :, :, None] + end.transpose(0, 2, 1)[:, :, None, :])
+    return _masked(scores, token_mask, tril_mask)
+
+
+def _masked(scores: np.ndarray, token_mask, tril_mask: bool) -> np.ndarray:
+    if token_mask is None:
+        return scores
+    return scores + np.where(open_cells(token_mask, tril_mask), 0.0, MASKED_LOGIT)
+
+
+def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray) -> float:
+    """Su's multilabel categorical cross-entropy, mean over (example, type):
+    log(1 + sum_{negative cells} e^s) + log(1 + sum_{positive cells} e^-s), the sums over open
+    ``cells`` (``[batch, 1, L, L]`` bool) only, each log(1 + sum e^x) as logaddexp(0, logsumexp(x))."""
+    def log1p_sum_exp(values: np.ndarray) -> float:
+        if values.size == 0:
+            return 0.0
+        top = values.max()
+        return float(np.logaddexp(0.0, top + np.log(np.exp(values - top).sum())))
+
+    total = []
+    for b in range(scores.shape[0]):
+        for t in range(scores.shape[1]):
+            open_ = cells[b, 0]
+            s = scores[b, t][open_].astype(np.float64)
+            y = labels[b, t][open_].astype(bool)
+            total.append(log1p_sum_exp(s[~y]) + log1p_sum_exp(-s[y]))
+    return float(np.mean(total))
+
+
+def multilabel_cross_entropy_gradient(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """d loss / d scores of ``multilabel_cross_entropy``: on a negative cell e^s / (1 + sum_neg e^s),
+    on a positive one -e^-s / (1 + sum_pos e^-s), each divided by the number of (example, type)
+    pairs; 0 on closed cells."""
+    grad = np.zeros(scores.shape, dtype=np.float64)
+    pairs = scores.shape[0] * scores.shape[1]
+    for b in range(scores.shape[0]):
+        for t in range(scores.shape[1]):
+            s = scores[b, t].astype(np.float64)
+            negative = cells[b, 0] & ~labels[b, t].astype(bool)
+            positive = cells[b, 0] & labels[b, t].astype(bool)
+            for chosen, sign in ((negative, 1.0), (positive, -1.0)):
+                if chosen.any():
+                    x = sign * s[chosen]  # d log(1 + sum e^x) / dx = e^x / (1 + sum e^x), shifted by top
+                    top = max(0.0, x.max())
+                    grad[b, t][chosen] = sign * np.exp(x - top) / (np.exp(-top) + np.exp(x - top).sum())
+    return grad / pairs

@@ -1,0 +1,168 @@
+"""One self-contained HTML page (no network) drawing texts with their entities.
+
+``evaluate.py --html`` draws gold and predicted entities of every text, marks each error (missed,
+spurious, wrong type, wrong boundary) and opens with the counts of each kind and the type-confusion
+table; ``predict.py --html`` draws predictions only.  A text is a row of segments cut at every
+entity boundary; under each segment, one lane per level of nesting shows the entities covering it
+in their type's colour, so nested and crossing entities stack instead of hiding each other.
+"""
+import html
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .metrics import ERROR_KINDS, Judgement, judge_text
+from .spans import Entity
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#e15759",
+           "#bab0ac", "#86bcb6", "#d4a6c8", "#8cd17d", "#b6992d", "#499894", "#d37295")
+KIND_TEXT = {"correct": "correct", "missed": "missed", "spurious": "spurious", "wrong_type": "wrong type",
+             "wrong_boundary": "wrong boundary"}
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:20px;margin:0 0 4px}.meta{color:#666;font-size:13px;margin-bottom:16px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0 16px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th:first-child,td:first-child{text-align:left}.diag{background:#e8f3e8}.off{background:#fbe3e3}
+.counts span{display:inline-block;margin-right:14px;font-size:15px}.counts b{font-size:18px}
+.legend span{display:inline-block;margin:0 10px 4px 0;font-size:12px}.swatch{display:inline-block;width:12px;height:12px;
+border-radius:2px;vertical-align:middle;margin-right:3px}
+.filters button{margin:0 6px 12px 0;padding:3px 10px;border:1px solid #aaa;background:#f6f6f6;border-radius:4px;cursor:pointer}
+.filters button.on{background:#333;color:#fff}
+.text{border-top:1px solid #eee;padding:10px 0;line-height:1.2}.text .id{color:#999;font-size:11px;margin-bottom:4px}
+.seg{display:inline-flex;flex-direction:column;vertical-align:top;margin-bottom:4px}.seg>.t{white-space:pre}
+.plain{white-space:pre-wrap;vertical-align:top}
+.lane{height:7px;margin-top:2px;position:relative}.lane.gold{height:4px;opacity:.55}
+.lane.sep{border-top:1px dashed #bbb;margin-top:3px;padding-top:2px}
+.bar{position:absolute;left:0;right:0;top:0;bottom:0}.bar.first{border-top-left-radius:3px;border-bottom-left-radius:3px;left:1px}
+.bar.last{border-top-right-radius:3px;border-bottom-right-radius:3px;right:1px}
+.tag{font-size:9px;line-height:10px;color:#555;white-space:nowrap;height:10px;width:0;overflow:visible}
+.bar.missed{background:repeating-linear-gradient(45deg,#d62728 0 3px,#fff 3px 6px)!important}
+.bar.spurious,.bar.wrong_type,.bar.wrong_boundary{outline:2px solid #d62728;outline-offset:-1px}
+.mark{color:#d62728;font-weight:bold}
+"""
+
+SCRIPT = """
+const rows=[...document.querySelectorAll('.text')];
+function show(kind,button){document.querySelectorAll('.filters button').forEach(b=>b.classList.toggle('on',b===button));
+ let n=0;rows.forEach(r=>{const v=kind==='all'||(r.dataset.kinds||'').split(' ').includes(kind);r.style.display=v?'':'none';n+=v;});
+ document.getElementById('shown').textContent=n;}
+document.querySelectorAll('.filters button').forEach(b=>b.addEventListener('click',()=>show(b.dataset.kind,b)));
+show('all',document.querySelector('.filters button'));document.body.dataset.rendered=rows.length;
+"""
+
+
+def colours(labels: Sequence[str]) -> Dict[str, str]:
+    return {label: PALETTE[index % len(PALETTE)] for index, label in enumerate(labels)}
+
+
+def lanes(entities: Sequence[Entity]) -> List[List[Entity]]:
+    """Greedy interval colouring: longest first within a start, each entity in the first lane it fits."""
+    placed: List[List[Entity]] = []
+    for entity in sorted(entities, key=lambda e: (e.start, -(e.end - e.start), e.type)):
+        for lane in placed:
+            if all(entity.start >= other.end or entity.end <= other.start for other in lane):
+                lane.append(entity)
+                break
+        else:
+            placed.append([entity])
+    return placed
+
+
+def _cuts(text: str, entities: Sequence[Entity]) -> List[Tuple[int, int]]:
+    points = sorted({0, len(text)} | {e.start for e in entities} | {e.end for e in entities})
+    return [(a, b) for a, b in zip(points, points[1:]) if b > a]
+
+
+def _title(judgement: Judgement, text: str) -> str:
+    entity = judgement.entity
+    words = f"{'gold' if judgement.gold else 'predicted'} {entity.type} [{entity.start}, {entity.end}) " \
+            f"{text[entity.start:entity.end]!r}"
+    if not judgement.gold:
+        words += f" score {entity.score:.3f}"
+    if judgement.kind != "correct":
+        words += f": {KIND_TEXT[judgement.kind]}"
+        if judgement.partner is not None:
+            words += f" (gold {judgement.partner.type} [{judgement.partner.start}, {judgement.partner.end}))"
+    return words
+
+
+def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dict[str, str], source: str = "") -> str:
+    """One text: its segments, gold lanes above a dashed line, predicted lanes under it."""
+    groups = [[j for j in judged if j.gold], [j for j in judged if not j.gold]]
+    kind_of = {(j.gold, j.entity): j for j in judged}
+    lane_sets = [lanes([j.entity for j in group]) for group in groups]
+    cells = []
+    for start, end in _cuts(text, [j.entity for j in judged]):
+        piece = html.escape(text[start:end])
+        covered = any(e.start < end and start < e.end for j in judged for e in [j.entity])
+        if not covered:
+            cells.append(f'<span class="plain">{piece}</span>')
+            continue
+        rows = []
+        for gold, lane_set in zip((True, False), lane_sets):
+            for number, lane in enumerate(lane_set):
+                entity = next((e for e in lane if e.start < end and start < e.end), None)
+                lane_class = "lane gold" if gold else "lane sep" if number == 0 and lane_sets[0] else "lane"
+                if entity is None:
+                    rows.append(f'<div class="{lane_class}"></div>')
+                    continue
+                judgement = kind_of[(gold, entity)]
+                classes = ["bar", judgement.kind] + (["first"] if entity.start == start else []) + \
+                          (["last"] if entity.end == end else [])
+                rows.append(f'<div class="{lane_class}"><div class="{" ".join(classes)}" '
+                            f'style="background:{palette.get(entity.type, "#999")}" '
+                            f'title="{html.escape(_title(judgement, text))}"></div></div>')
+        tags = [f"{html.escape(j.entity.type)}{'' if j.kind == 'correct' else '<span class=mark> ✗</span>'}"
+                for j in judged if j.entity.start == start and not (j.gold and j.kind == "correct")]
+        cells.append(f'<span class="seg"><span class="t">{piece}</span>{"".join(rows)}'
+                     f'<span class="tag">{" ".join(tags)}</span></span>')
+    kinds = sorted({j.kind for j in judged if j.kind != "correct"})
+    label = html.escape(source or f"text {index + 1}")
+    return (f'<div class="text" data-kinds="{" ".join(kinds)}"><div class="id">{label}'
+            f'{" — " + ", ".join(KIND_TEXT[k] for k in kinds) if kinds else ""}</div>{"".join(cells)}</div>')
+
+
+def _confusion_table(confusion: Dict[str, Dict[str, int]], labels: Sequence[str]) -> str:
+    predicted_types = list(labels) + sorted({p for row in confusion.values() for p in row} - set(labels))
+    head = "".join(f"<th>{html.escape(p)}</th>" for p in predicted_types)
+    body = []
+    for gold_type in labels:
+        row = confusion.get(gold_type, {})
+        cells = "".join(f'<td class="{"diag" if p == gold_type else "off" if row.get(p) else ""}">{row.get(p, "")}</td>'
+                        for p in predicted_types)
+        body.append(f"<tr><th>{html.escape(gold_type)}</th>{cells}</tr>")
+    return (f"<table><tr><th>gold \\ predicted</th>{head}</tr>{''.join(body)}</table>"
+            f'<div class="meta">Predictions with a gold span\'s exact boundaries: the diagonal is correct, '
+            f"the rest wrong types.</div>")
+
+
+def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[Entity]], labels: Sequence[str],
+                gold: Optional[Sequence[Sequence[Entity]]] = None, summary: Optional[dict] = None,
+                meta: str = "", sources: Sequence[str] = ()) -> str:
+    """The page; with ``gold``, errors are judged and ``summary`` (``metrics.error_summary``) heads it."""
+    palette = colours(labels)
+    blocks = []
+    for index, text in enumerate(texts):
+        if gold is None:
+            judged = [Judgement(e, False, "correct") for e in predicted[index]]
+        else:
+            judged = judge_text(gold[index], predicted[index])
+        blocks.append(render_text(index, text, judged, palette, sources[index] if sources else ""))
+    legend = "".join(f'<span><span class="swatch" style="background:{c}"></span>{html.escape(t)}</span>'
+                     for t, c in palette.items())
+    head = [f"<h1>{html.escape(title)}</h1>", f'<div class="meta">{html.escape(meta)}</div>']
+    kinds = ("all",)
+    if summary is not None:
+        counts = summary["counts"]
+        head.append('<div class="counts">' + "".join(f"<span><b>{counts[k]}</b> {KIND_TEXT[k]}</span>"
+                                                     for k in ("correct",) + ERROR_KINDS) + "</div>")
+        head.append(_confusion_table(summary["confusion"], labels))
+        head.append('<div class="meta">Each text: gold entities as thin pale bars above the dashed line, predictions '
+                    'as thick bars below it. Hatched: missed gold; red outline: spurious, wrong type or wrong '
+                    'boundary, and the gold span it was taken for (hover over a bar for details).</div>')
+        kinds += ERROR_KINDS
+    buttons = "".join(f'<button data-kind="{k}">{KIND_TEXT.get(k, k)}</button>' for k in kinds)
+    head.append(f'<div class="legend">{legend}</div><div class="filters">{buttons}'
+                f'<span class="meta"><span id="shown">{len(texts)}</span> of {len(texts)} texts shown</span></div>')
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>{''.join(head)}{''.join(blocks)}"
+            f"<script>{SCRIPT}</script></body></html>")

