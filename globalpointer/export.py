@@ -21,7 +21,7 @@ from paddle.static import InputSpec
 
 from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
 from .errors import UserError
-from .files import (MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
+from .files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                     swap_in_directory)
 from .heads import HEADS, span_head_names
 from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
@@ -96,7 +96,8 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             quantize_onnx(partial)
         files = sorted(os.listdir(partial))
         with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"packs_texts": loaded.model.packs_texts, MANIFEST_KEY: files}, out, indent=1)
+            json.dump({"format_version": FORMAT_VERSION, "packs_texts": loaded.model.packs_texts,
+                       MANIFEST_KEY: files}, out, indent=1)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -66,12 +66,13 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from .backends import is_export
+    from .backends import check_export_format, is_export
     from .model import check_checkpoint_files, load_metadata, resolve_checkpoint
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
     if is_export(model):
         directory = model
+        check_export_format(directory)
     else:
         directory = resolve_checkpoint(model)
         check_checkpoint_files(directory)

@@ -78,3 +78,22 @@ def test_interrupted_save_falls_back_to_previous(checkpoint_copy, trained, tmp_p
     loaded = load_checkpoint(str(checkpoint_copy))
     assert loaded.directory == str(previous)
     assert evaluate_main(["--model", str(checkpoint_copy), "--data", str(trained / "dev.jsonl")]) == 0
+
+
+def test_a_model_directory_of_a_later_format_is_refused(checkpoint_copy, tmp_path):
+    import globalpointer
+    from globalpointer.cli import main as cli
+
+    info = json.loads((checkpoint_copy / "checkpoint.json").read_text())
+    assert info["format_version"] == 1
+    (checkpoint_copy / "checkpoint.json").write_text(json.dumps({**info, "format_version": 2}))
+    with pytest.raises(CheckpointError, match="format_version 2, but this globalpointer reads up to 1"):
+        load_checkpoint(str(checkpoint_copy))
+    (checkpoint_copy / "checkpoint.json").write_text(json.dumps(info))
+    export = tmp_path / "export"
+    assert cli(["export", "--model", str(checkpoint_copy), "--output", str(export)]) == 0
+    manifest = json.loads((export / "export.json").read_text())
+    assert manifest["format_version"] == 1 and "inference.json" in manifest["files"]
+    (export / "export.json").write_text(json.dumps({**manifest, "format_version": 7}))
+    with pytest.raises(CheckpointError, match="export.json: format_version 7"):
+        globalpointer.load(str(export))
