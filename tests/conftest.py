@@ -13,6 +13,16 @@ def shared_data():
     return SHARED_DATA
 
 
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    """A copy of the trained run directory (best/, last/, metrics, reports) that a test may damage."""
+    import shutil
+
+    target = tmp_path / "run"
+    shutil.copytree(trained / "run", target)
+    return target
+
+
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """A tiny model trained once on the synthetic task (tests/synthetic.py); its directory."""

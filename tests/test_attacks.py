@@ -32,13 +32,6 @@ def snapshot(directory):
     return found
 
 
-@pytest.fixture
-def run_copy(trained, tmp_path):
-    target = tmp_path / "run"
-    shutil.copytree(trained / "run", target)
-    return target
-
-
 # 1. export never deletes what --output names, unless it is an earlier export ---------------------
 
 def test_export_refuses_the_run_the_checkpoint_and_the_current_directory(run_copy, tmp_path, monkeypatch, capsys):

@@ -8,10 +8,10 @@ import pytest
 
 from globalpointer.cli import train_main
 from globalpointer.cli import main as cli
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
 
 

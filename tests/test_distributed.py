@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from synthetic import tiny_config
+from conftest import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.slow

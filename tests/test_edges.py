@@ -21,15 +21,8 @@ from globalpointer.errors import CheckpointError, ConfigError, DataError, Encode
 from globalpointer.model import load_checkpoint
 from synthetic import tiny_config, write_jsonl
 from test_attacks import snapshot
+from conftest import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture
-def run_copy(trained, tmp_path):
-    target = tmp_path / "run"
-    shutil.copytree(trained / "run", target)
-    return target
 
 
 def entity_keys(found):

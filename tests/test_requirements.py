@@ -1,6 +1,6 @@
 import os
+from conftest import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pins(name):

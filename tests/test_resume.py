@@ -9,10 +9,10 @@ import time
 
 import pytest
 from synthetic import tiny_config
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def train(config, *extra):

@@ -16,6 +16,7 @@ import numpy as np
 import paddle
 
 from .errors import CheckpointError, ConfigError
+from .files import check_format_version
 from .heads import decode_span_logits
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
@@ -24,6 +25,19 @@ EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whe
 
 def is_export(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, PROGRAM))
+
+
+def check_export_format(directory: str) -> None:
+    """An export written by a later version (its export.json's format_version) is refused; a missing or
+    unreadable export.json is no error (the program says what it reads: ``program_input_dtype``)."""
+    path = os.path.join(directory, EXPORT_INFO)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError):
+        return
+    if isinstance(info, dict):
+        check_format_version(path, info)
 
 
 def onnxruntime_available() -> bool:

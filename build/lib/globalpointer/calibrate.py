@@ -84,7 +84,7 @@ def calibrate(ner, data_path: str) -> dict:
     """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
     labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
     the report (thresholds, F1 before and after per type)."""
-    from .data.splits import check_types, load_split
+    from .corpus import check_types, load_records
     from .files import atomic_write_json, check_output_file
     from .heads import HEADS, span_head_names
     from .model import THRESHOLDS
@@ -95,7 +95,7 @@ def calibrate(ner, data_path: str) -> dict:
                         f"{' or '.join(span_head_names())}")
     path = os.path.join(ner.directory, THRESHOLDS)
     check_output_file(path, "--model", [data_path])
-    records = load_split(config, "data", data_path)
+    records = load_records(data_path, **config.data.reading)
     check_types(records, labels)
     gold = [r.entities for r in records]
     flat, default = config.model.decode == "flat", config.model.threshold

@@ -115,7 +115,7 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .data.splits import check_types, load_split
+    from .corpus import check_types, load_records
     from .files import atomic_write_json, atomic_write_text
     from .metrics import error_summary, format_report, span_report
     from .report_html import render_page
@@ -134,7 +134,7 @@ def _evaluate(argv, prog):
     for flag, output in outputs.items():
         if output:
             check_output_file(output, flag, [path, ner.directory])
-    records = load_split(config, "data", path)
+    records = load_records(path, **config.data.reading)
     check_types(records, labels)
     predicted = extractor.extract([r.text for r in records])
     gold = [r.entities for r in records]

@@ -50,6 +50,11 @@ class DataConfig:
                          "repair: a B/I/M/E tag that continues no entity opens one (conlleval), counted, every "
                          "sentence kept", ("raise", "skip", "repair"))
 
+    @property
+    def reading(self) -> Dict[str, Any]:
+        """How every file of the run is read: ``read_records``'s keyword arguments."""
+        return {"format": self.format, "on_error": self.on_error, "limit": self.limit}
+
 
 @dataclass
 class ModelConfig:

@@ -21,7 +21,7 @@ from paddle.static import InputSpec
 
 from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
 from .errors import UserError
-from .files import (MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
+from .files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                     swap_in_directory)
 from .heads import HEADS, span_head_names
 from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
@@ -96,7 +96,8 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             quantize_onnx(partial)
         files = sorted(os.listdir(partial))
         with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"packs_texts": loaded.model.packs_texts, MANIFEST_KEY: files}, out, indent=1)
+            json.dump({"format_version": FORMAT_VERSION, "packs_texts": loaded.model.packs_texts,
+                       MANIFEST_KEY: files}, out, indent=1)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -147,14 +148,14 @@ def quantize_onnx(directory: str) -> str:
 
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` and ``model.int8.onnx`` on one labelled file."""
-    from .data.splits import load_split
+    from .corpus import load_records
     from .metrics import span_report
     from .pipeline import load
 
     rows, found, records = [], {}, None
     for precision in ("float32", "int8"):
         ner = load(directory, [f"inference.precision={precision}", "inference.backend=onnxruntime"])
-        records = records or load_split(ner.config, "data", data_path)
+        records = records or load_records(data_path, **ner.config.data.reading)
         texts = [record.text for record in records]
         ner.extractor.extract(texts[:8])  # warm-up: the first run of a session allocates
         started = time.perf_counter()

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from typing import Dict, Iterator, Optional, Sequence, TextIO
 
-from .errors import UserError
+from .errors import CheckpointError, UserError
 
 PARTIAL = ".partial-"  # infix of a directory or file being written
 PREVIOUS = ".previous-"  # infix of a directory being replaced (removed once its successor is in place)
@@ -162,7 +162,21 @@ def previous_versions(directory: str) -> list:
     return sorted(found, key=os.path.getmtime, reverse=True)
 
 
-# ---- manifests: a directory the project may replace lists every file in it --------------------
+# ---- model directories: their format, and manifests (a directory the project may replace lists
+# every file in it) ------------------------------------------------------------------------------
+
+# The layout of the model directories this code writes (checkpoint.json and an export's export.json
+# say which they follow); one a later version wrote is refused rather than half understood.
+FORMAT_VERSION = 1
+
+
+def check_format_version(path: str, info: dict) -> None:
+    """A model directory written by a later version of this project is refused, naming both versions."""
+    version = info.get("format_version", 1)  # directories written before versions were recorded: 1
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {version!r}, but this globalpointer reads up to "
+                              f"{FORMAT_VERSION}; install the version that wrote it (or a later one)")
+
 
 MANIFEST_KEY = "files"
 

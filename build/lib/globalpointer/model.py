@@ -20,7 +20,7 @@ from .config import ModelConfig, RunConfig, dump_config, load_config
 from .encoders import (Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files,
                        saved_position_limit)
 from .errors import CheckpointError, ConfigError
-from .files import partial_directory, previous_versions, swap_in_directory
+from .files import FORMAT_VERSION, check_format_version, partial_directory, previous_versions, swap_in_directory
 from .heads import build_head
 from .linear_autograd import use_training_linear
 from .masks import text_attention
@@ -81,7 +81,8 @@ def write_checkpoint(directory: str, model: SpanModel, encoder: Encoder, config:
             json.dump(record.labels, out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)
         with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"vocab_tokens": len(encoder.tokenizer.vocab), "tokenization": record.tokenization}, out)
+            json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
+                       "tokenization": record.tokenization}, out)
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))
         for name, obj in (extra_json or {}).items():
@@ -213,7 +214,9 @@ def _read_info(directory: str) -> dict:
     except (ValueError, KeyError, TypeError, AssertionError):
         raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
                               f"\"char\" or \"subword\"}}") from None
+    check_format_version(path, info)
     return info
+
 
 
 def check_checkpoint_files(directory: str) -> None:

@@ -66,12 +66,13 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from .backends import is_export
+    from .backends import check_export_format, is_export
     from .model import check_checkpoint_files, load_metadata, resolve_checkpoint
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
     if is_export(model):
         directory = model
+        check_export_format(directory)
     else:
         directory = resolve_checkpoint(model)
         check_checkpoint_files(directory)
@@ -96,7 +97,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
     from .backends import InferenceModel, OnnxModel, choose_backend, onnx_file
-    from .data.splits import text_encoder_for
+    from .corpus import text_encoder_for
     from .inference import Extractor
     from .model import THRESHOLDS, build_from_checkpoint, read_thresholds
     from .runtime import cpu_thread_count, setup_runtime
@@ -123,7 +124,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
-    extractor = Extractor(network, text_encoder_for(config, tokenizer, record.tokenization), labels, config.model.decode,
+    extractor = Extractor(network, text_encoder_for(tokenizer, record.tokenization, config.data.max_length,
+                                                    config.data.window_overlap), labels, config.model.decode,
                           threshold, window_batch_size or config.train.eval_batch_size, decoder,
                           config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .config import RunConfig, dump_config, flatten_config, load_config, require_files
 from .data.batching import collate, length_grouped_batches
-from .data.splits import check_types, infer_labels, load_split, text_encoder_for
+from .corpus import check_types, infer_labels, load_records, resolve_tokenization, text_encoder_for
 from .encoders import check_position_limit, load_encoder, position_limit
 from .errors import CheckpointError, ConfigError, TrainingError
 from .files import (PARTIAL, PREVIOUS, RunLock, atomic_write_json, atomic_write_text, input_relation,
@@ -343,10 +343,11 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     train_cfg = config.train
 
     # data
-    train_records = load_split(config, "train")
-    labels = infer_labels(config, train_records)
-    dev_records = load_split(config, "dev") if config.data.dev else []
-    test_records = load_split(config, "test") if config.data.test else []
+    data = config.data
+    train_records = load_records(data.train, **data.reading)
+    labels = infer_labels(train_records, data.labels, data.train)
+    dev_records = load_records(data.dev, **data.reading) if data.dev else []
+    test_records = load_records(data.test, **data.reading) if data.test else []
     check_types(dev_records, labels)
     check_types(test_records, labels)
 
@@ -354,7 +355,8 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     seed_everything(train_cfg.seed)  # the 'tiny' test encoder is random
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, position_limit(encoder.model))
-    text_encoder = text_encoder_for(config, encoder.tokenizer)
+    text_encoder = text_encoder_for(encoder.tokenizer, resolve_tokenization(data.tokenization, encoder.tokenizer),
+                                    data.max_length, data.window_overlap)
     record = ModelRecord(labels, text_encoder.mode)  # what "auto" became and the types; the config stays as written
     windows, alignment = text_encoder.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
     lengths = [len(w.input_ids) for w in windows]

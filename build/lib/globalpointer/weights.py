@@ -17,6 +17,7 @@ from typing import Any, Dict
 import numpy as np
 
 from .errors import CheckpointError
+from .files import atomic_output
 
 TREE_KEY = "globalpointer.tree"  # safetensors metadata: the state's structure and non-tensor values
 TENSOR = "__tensor__"
@@ -30,7 +31,7 @@ def _to_numpy(value):
 
 def save_state(state: Dict[str, Any], path: str) -> None:
     """Write a (nested) state dict of tensors and JSON values to ``path``, atomically."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     tensors: Dict[str, np.ndarray] = {}
 
@@ -45,9 +46,8 @@ def save_state(state: Dict[str, Any], path: str) -> None:
         return node  # numbers, strings, lists: JSON
 
     tree = flatten(state, "")
-    temporary = path + ".tmp"
-    save_file(tensors, temporary, metadata={TREE_KEY: json.dumps(tree)})
-    os.replace(temporary, path)
+    with atomic_output(path, binary=True) as out:
+        out.write(save(tensors, metadata={TREE_KEY: json.dumps(tree)}))
 
 
 def load_state(path: str) -> Dict[str, Any]:
