@@ -111,8 +111,13 @@ def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
 def test_learning_curve_plot(trained):
     from globalpointer.plot import plot_run
 
+    import matplotlib.image
+
     path = plot_run(str(trained / "run"))
-    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(path)
+    assert pixels.shape[:2] == (400, 1000)  # two panels, 10 x 4 inches at 100 dpi
+    colours = {tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::7].round(2)}
+    assert len(colours) > 20  # curves, axes and labels drawn, not a blank page
 
 
 def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):

@@ -142,7 +142,7 @@ def test_layer_wise_rates():
     assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5) == {"x.layers.1.w": 1.0}  # 2 layers, counted from the names
 
 
-def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
+def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path, capsys):
     from globalpointer.cli import train_main
     from globalpointer.weights import read_state
 
@@ -160,8 +160,13 @@ def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path):
     name = "head.dense.weight"
     np.testing.assert_array_equal(best[name], ema["shadow"][name])
     assert not np.array_equal(best[name], last[name])
-    # every recipe key shows in --print-config
+    # every recipe key shows in --print-config, with the value the run used
+    capsys.readouterr()
     assert train_main(["--config", config, "--print-config"]) == 0
+    printed = capsys.readouterr().out
+    for line in ("adversarial: fgm", "adversarial_epsilon: 1.0", "ema_decay: 0.9", "layer_lr_decay: 0.8",
+                 "rdrop_alpha: 0.1"):
+        assert f"\n  {line}  # " in printed, line
 
 
 def test_fgm_with_gradient_accumulation_in_the_loop(tmp_path, monkeypatch):
