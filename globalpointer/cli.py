@@ -115,16 +115,15 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .corpus import check_types, load_records
     from .files import atomic_write_json, atomic_write_text
-    from .metrics import error_summary, format_report, span_report
+    from .metrics import format_report
     from .report_html import render_page
     from .spans import Record
 
     if args.format:
         args.set.append(f"data.format={args.format}")
     ner = load_for_inference(args)
-    config, labels, extractor = ner.config, ner.labels, ner.extractor
+    config, labels = ner.config, ner.labels
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
@@ -134,12 +133,8 @@ def _evaluate(argv, prog):
     for flag, output in outputs.items():
         if output:
             check_output_file(output, flag, [path, ner.directory])
-    records = load_records(path, **config.data.reading)
-    check_types(records, labels)
-    predicted = extractor.extract([r.text for r in records])
+    records, predicted, report, _ = ner.evaluate(path)
     gold = [r.entities for r in records]
-    report = span_report(gold, predicted, labels)
-    report["errors"] = error_summary(gold, predicted, labels)
     report["data"], report["model"] = path, args.model
     print(format_report(report))
     if args.html:

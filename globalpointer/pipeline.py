@@ -12,14 +12,22 @@
 ``model.calibrated_thresholds`` is false.
 """
 import logging
-from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence
+import time
+from typing import Dict, Generator, Iterable, Iterator, List, NamedTuple, Optional, Sequence
 
 from .config import RunConfig, yaml_scalar
 from .inference import run_steps
 from .runtime import Runtime
-from .spans import Record
+from .spans import Entity, Record
 
 log = logging.getLogger("globalpointer")
+
+
+class Evaluation(NamedTuple):
+    records: List[Record]  # the labelled file, read
+    predicted: List[List[Entity]]  # per record
+    report: dict  # span_report, with error_summary as "errors"
+    seconds: float  # of prediction alone
 
 
 class Pipeline:
@@ -50,6 +58,23 @@ class Pipeline:
 
     def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
         yield from run_steps(self.predict_steps(texts))
+
+    def evaluate(self, path: str) -> Evaluation:
+        """Span precision / recall / F1 of the model on the labelled file ``path`` (read as the model's
+        config reads files), the error kinds, and what it predicted: the one evaluate-a-file of
+        evaluate.py and ``export --verify``."""
+        from .corpus import check_types, load_records
+        from .metrics import error_summary, span_report
+
+        records = load_records(path, **self.config.data.reading)
+        check_types(records, self.labels)
+        started = time.perf_counter()
+        predicted = self.extractor.extract([record.text for record in records])
+        seconds = time.perf_counter() - started
+        gold = [record.entities for record in records]
+        report = span_report(gold, predicted, self.labels)
+        report["errors"] = error_summary(gold, predicted, self.labels)
+        return Evaluation(records, predicted, report, seconds)
 
     def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step

@@ -1,6 +1,6 @@
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 import pytest

@@ -19,17 +19,8 @@ from globalpointer.errors import CheckpointError, ConfigError, DataError
 from globalpointer.model import load_checkpoint
 from globalpointer.predictor import PredictionWriter, predict_file, predict_stream
 from synthetic import tiny_config, write_jsonl
-from test_predictor import FakeExtractor
+from helpers import FakeExtractor, snapshot
 
-
-def snapshot(directory):
-    """Every file under ``directory`` with its bytes."""
-    found = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            found[os.path.relpath(path, directory)] = open(path, "rb").read()
-    return found
 
 
 # 1. export never deletes what --output names, unless it is an earlier export ---------------------

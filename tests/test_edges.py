@@ -20,7 +20,7 @@ from globalpointer.data.readers import read_records
 from globalpointer.errors import CheckpointError, ConfigError, DataError, EncoderError
 from globalpointer.model import load_checkpoint
 from synthetic import tiny_config, write_jsonl
-from test_attacks import snapshot
+from helpers import snapshot, write_malicious_pickle
 from conftest import ROOT
 
 
@@ -171,7 +171,6 @@ def test_a_second_training_into_a_run_being_written_is_refused(tmp_path, capsys)
 
 def test_a_tokenizer_that_would_unpickle_is_never_built(tmp_path):
     from globalpointer.encoders import build_tiny, load_encoder
-    from test_weights import write_malicious_pickle
 
     marker = tmp_path / "ran"
     directory = tmp_path / "ernie_tiny_like"

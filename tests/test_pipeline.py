@@ -31,3 +31,13 @@ def test_same_entities_as_predict_py_and_overrides_like_set(trained, tmp_path):
         spans = sorted((e["start"], e["end"]) for e in found)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # flat: no overlaps
         assert all(e["score"] > 0.92 for e in found)  # sigmoid(2.5) = 0.924
+
+
+def test_evaluate_a_labelled_file_from_python(trained):
+    ner = globalpointer.load(str(trained / "run" / "best"))
+    records, predicted, report, seconds = ner.evaluate(str(trained / "dev.jsonl"))
+    summary = json.load(open(trained / "run" / "summary.json"))
+    assert len(records) == len(predicted) == 60 and seconds > 0
+    assert report["micro"]["f1"] == summary["best_dev_f1"]  # what training's dev evaluation measured
+    counts, micro = report["errors"]["counts"], report["micro"]
+    assert counts["correct"] == micro["correct"] and counts["missed"] <= micro["support"] - micro["correct"]

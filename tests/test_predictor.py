@@ -2,25 +2,7 @@ import io
 import json
 
 from globalpointer.predictor import PredictionWriter, parse_line, predict_stream, sniff_format
-from globalpointer.spans import Entity
-
-
-class FakeExtractor:
-    """Finds every occurrence of the word 'Paris' (the stream logic is what is under test)."""
-
-    def __init__(self):
-        self.calls = []
-
-    def extract(self, texts):
-        self.calls.append(len(texts))
-        out = []
-        for text in texts:
-            found, start = [], text.find("Paris")
-            while start >= 0:
-                found.append(Entity(start, start + 5, "LOC", 0.875))
-                start = text.find("Paris", start + 1)
-            out.append(found)
-        return out
+from helpers import FakeExtractor
 
 
 def run(data: bytes, fmt="auto", chunk=2):

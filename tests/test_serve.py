@@ -11,71 +11,9 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT
-from globalpointer.serve import workers_serving
+from helpers import ROOT, Service, call, free_port
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def call(base, path, body=None, raw: bytes = None, headers=None):
-    """(status, JSON answer) of one request."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json",
-                                                                       **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-class Service:
-    """``globalpointer serve`` started as users start it; its output read as it comes."""
-
-    def __init__(self, model, *extra):
-        port = free_port()
-        self.base = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", str(model),
-                                         "--port", str(port), *extra],
-                                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines = []
-        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
-        self.reader.start()
-        self.wait_until_every_worker_serves()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_until_every_worker_serves(self) -> None:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                self.reader.join(timeout=10)
-                raise AssertionError(f"the service exited: {self.output}")
-            if workers_serving(self.output):
-                assert call(self.base, "/health")[0] == 200
-                return
-            time.sleep(0.2)
-        self.process.kill()
-        raise AssertionError(f"the service's workers did not all start within 120 s: {self.output}")
-
-    def stop(self):
-        """(exit status, output) after SIGTERM."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=60)
-            self.reader.join(timeout=10)
-            return code, self.output
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
 
 
 @pytest.fixture(scope="module")

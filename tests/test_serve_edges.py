@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from test_serve import Service, call
+from helpers import Service, call
 
 pytestmark = pytest.mark.slow
 

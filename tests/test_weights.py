@@ -14,22 +14,8 @@ import pytest
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.errors import CheckpointError, EncoderError
 from globalpointer.weights import load_pickled_state, load_state, read_state, save_state
+from helpers import _Payload, write_malicious_pickle
 from synthetic import tiny_config
-
-
-class _Payload:
-    """Unpickling this calls open(marker, 'w'): proof that code ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
-
-
-def write_malicious_pickle(path, marker):
-    with open(path, "wb") as out:
-        pickle.dump({"embeddings.word_embeddings.weight": _Payload(str(marker))}, out)
 
 
 def test_save_and_load_state_round_trip_nested_values(tmp_path):

@@ -1,0 +1,121 @@
+"""Helpers the test modules share: fakes, a crafted pickle, file snapshots, the service as users start it."""
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from globalpointer.serve import workers_serving
+from globalpointer.spans import Entity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeExtractor:
+    """Finds every occurrence of the word 'Paris' (the stream logic is what is under test)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def extract(self, texts):
+        self.calls.append(len(texts))
+        out = []
+        for text in texts:
+            found, start = [], text.find("Paris")
+            while start >= 0:
+                found.append(Entity(start, start + 5, "LOC", 0.875))
+                start = text.find("Paris", start + 1)
+            out.append(found)
+        return out
+
+
+class _Payload:
+    """Unpickling this calls open(marker, 'w'): proof that code ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def write_malicious_pickle(path, marker):
+    with open(path, "wb") as out:
+        pickle.dump({"embeddings.word_embeddings.weight": _Payload(str(marker))}, out)
+
+
+def snapshot(directory):
+    """Every file under ``directory`` with its bytes."""
+    found = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, directory)] = open(path, "rb").read()
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def call(base, path, body=None, raw: bytes = None, headers=None):
+    """(status, JSON answer) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json",
+                                                                       **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+class Service:
+    """``globalpointer serve`` started as users start it; its output read as it comes."""
+
+    def __init__(self, model, *extra):
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", str(model),
+                                         "--port", str(port), *extra],
+                                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self.reader.start()
+        self.wait_until_every_worker_serves()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_until_every_worker_serves(self) -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                self.reader.join(timeout=10)
+                raise AssertionError(f"the service exited: {self.output}")
+            if workers_serving(self.output):
+                assert call(self.base, "/health")[0] == 200
+                return
+            time.sleep(0.2)
+        self.process.kill()
+        raise AssertionError(f"the service's workers did not all start within 120 s: {self.output}")
+
+    def stop(self):
+        """(exit status, output) after SIGTERM."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+            self.reader.join(timeout=10)
+            return code, self.output
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
