@@ -33,7 +33,8 @@ class ServiceClosing(Exception):
     """The service stopped before this request's turn came (SIGTERM past serve.shutdown_timeout_s)."""
 
 
-class Request(NamedTuple):
+class Pending(NamedTuple):
+    """A request waiting for its entities: its texts, their characters, and where to answer."""
     texts: List[str]
     chars: int
     loop: asyncio.AbstractEventLoop
@@ -43,7 +44,7 @@ class Request(NamedTuple):
 class Job:
     """Requests predicted together, one forward pass per step."""
 
-    def __init__(self, requests: List[Request], steps: Generator):
+    def __init__(self, requests: List[Pending], steps: Generator):
         self.requests = requests
         self.steps = steps
 
@@ -75,7 +76,7 @@ class MicroBatcher:
         self.batch_texts = batch_texts
         self.pass_chars = pass_chars
         self.wait = wait_ms / 1000
-        self.pending: Deque[Request] = collections.deque()
+        self.pending: Deque[Pending] = collections.deque()
         self.changed = threading.Condition()
         self.closing = False
         self.calls = self.texts = self.passes = 0  # jobs and texts predicted, forward passes: how much sharing happened
@@ -89,7 +90,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self.changed:
-            self.pending.append(Request(list(texts), sum(map(len, texts)), loop, future))
+            self.pending.append(Pending(list(texts), sum(map(len, texts)), loop, future))
             self.changed.notify()
         return await future
 
@@ -99,7 +100,7 @@ class MicroBatcher:
             self.changed.notify()
         self.thread.join(timeout)
 
-    def _gather(self, idle: bool) -> List[Request]:
+    def _gather(self, idle: bool) -> List[Pending]:
         """Called holding ``changed`` with a request pending: the first request, then those behind it
         that fit; only when ``idle``, and while it has fewer texts than the last job had, it waits up
         to ``wait_ms`` for more: clients answered together come back together, and one that is alone

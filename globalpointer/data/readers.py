@@ -363,6 +363,12 @@ JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
 TAGGED_JOINERS: Dict[str, str] = {"chars": "", "conll": " "}
 
 
+def parse_record(obj, fmt: str, where: str) -> Record:
+    """One JSON object of a file in format ``fmt``, its keys checked first."""
+    check_entity_keys(obj, fmt, where)
+    return JSON_PARSERS[fmt](obj, where)
+
+
 def record_format(obj) -> Optional[str]:
     """The JSON format a record's own keys show, or None when they show none (a text without
     entities, or an unannotated task, fits several)."""
@@ -468,27 +474,21 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
         log.info("%s: format %s (detected; set data.format to read it otherwise)", path, fmt)
     records: List[Record] = []
 
-    def add(build: Callable[[], Record]) -> Optional[Record]:
+    def add(where: str, build: Callable[[], Record]) -> Optional[Record]:
         try:
             records.append(build())
             return records[-1]
         except LeftOut as reason:
-            policy.leave_out(str(reason), build.where)
+            policy.leave_out(str(reason), where)
         except DataError as error:
             policy(error)
         return None
 
     if fmt in JSON_PARSERS:
-        parse, seen = JSON_PARSERS[fmt], {}
+        seen: Dict[object, Record] = {}
         for line, obj in objects:
             where = f"{path}:{line}"
-
-            def build(obj=obj, where=where):
-                check_entity_keys(obj, fmt, where)
-                return parse(obj, where)
-
-            build.where = where
-            record = add(build)
+            record = add(where, lambda: parse_record(obj, fmt, where))
             if record is not None and fmt in ANNOTATION_EXPORTS:
                 _drop_duplicate(records, seen, obj, where)
             if limit and len(records) >= limit:
@@ -496,9 +496,7 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
     elif fmt in TAGGED_JOINERS:
         joiner = TAGGED_JOINERS[fmt]
         for tokens, tags, where in iter_tagged_sentences(path, text):
-            build = lambda: tagged_record(tokens, tags, where, joiner, policy.repair)  # noqa: E731
-            build.where = where[0]
-            add(build)
+            add(where[0], lambda: tagged_record(tokens, tags, where, joiner, policy.repair))
             if limit and len(records) >= limit:
                 break
     else:
