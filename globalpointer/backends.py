@@ -133,13 +133,12 @@ def program_input_dtype(program: str, name: str) -> str:
 
 
 class _ExportedModel:
-    """Whether an export reads rows of several texts is read off its program: its token_mask numbers
-    the texts of a row (int64); exports of earlier versions take a bool token_mask, one text per row."""
+    """Whether an export reads rows of several texts is read off its program, once loaded: its
+    token_mask numbers the texts of a row (int64); exports of earlier versions take a bool token_mask,
+    one text per row."""
 
-    def __init__(self, tril_mask: bool):
+    def __init__(self, tril_mask: bool, packs_texts: bool):
         self.tril_mask = tril_mask
-
-    def set_token_mask_type(self, packs_texts: bool) -> None:
         self.packs_texts = packs_texts
         self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
 
@@ -154,7 +153,6 @@ class InferenceModel(_ExportedModel):
                  precision: str = "float32", tensorrt: bool = False):
         from paddle import inference
 
-        super().__init__(tril_mask)
         settings = paddle_inference_settings(device, precision, tensorrt)
         config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
         if settings.gpu_id >= 0:
@@ -178,8 +176,8 @@ class InferenceModel(_ExportedModel):
             self.predictor = inference.create_predictor(config)
         except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
             raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
-        self.set_token_mask_type(program_input_dtype(os.path.join(directory, PROGRAM),
-                                                     self.predictor.get_input_names()[2]) == "int64")
+        super().__init__(tril_mask, program_input_dtype(os.path.join(directory, PROGRAM),
+                                                        self.predictor.get_input_names()[2]) == "int64")
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
         inputs = zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask), self.input_dtypes)
@@ -200,7 +198,6 @@ class OnnxModel(_ExportedModel):
                  filename: str = ONNX):
         import onnxruntime as ort
 
-        super().__init__(tril_mask)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -212,7 +209,7 @@ class OnnxModel(_ExportedModel):
         except Exception as error:  # onnxruntime raises its own exception types for broken files
             raise CheckpointError(f"{directory}/{filename}: cannot load the ONNX model ({error})") from None
         self.input_names = [item.name for item in self.session.get_inputs()]
-        self.set_token_mask_type(self.session.get_inputs()[2].type == "tensor(int64)")
+        super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)")
 
     def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
         feed = {name: value.numpy().astype(dtype, copy=False)

@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import BACKENDS, dump_config, load_config
 from .errors import UserError, setup_logging
-from .files import check_distinct, check_output_file
+from .files import check_output_files
 from .predictor import OUTPUT_FORMATS
 
 log = logging.getLogger("globalpointer")
@@ -90,9 +90,7 @@ def _train(argv, prog):
 def load_for_inference(args):
     from .pipeline import load
 
-    ner = load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
-    log.info("%s: %s backend on %s", ner.directory, ner.backend, ner.runtime.device)
-    return ner
+    return load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
 
 
 def inference_arguments(parser):
@@ -127,12 +125,9 @@ def _evaluate(argv, prog):
     path = args.data or config.data.test or config.data.dev
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
-    outputs = {"--output": args.output, "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output),
-               "--html": args.html}
-    check_distinct(outputs)
-    for flag, output in outputs.items():
-        if output:
-            check_output_file(output, flag, [path, ner.directory])
+    check_output_files({"--output": args.output, "--html": args.html,
+                        "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output)},
+                       [path, ner.directory])
     records, predicted, report, _ = ner.evaluate(path)
     gold = [r.entities for r in records]
     report["data"], report["model"] = path, args.model
@@ -179,10 +174,7 @@ def _predict(argv, prog):
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
-    check_distinct({"--output": args.output, "--html": args.html})
-    for flag, output in (("--output", args.output), ("--html", args.html)):
-        if output and output != "-":
-            check_output_file(output, flag, [args.input, args.model])
+    check_output_files({"--output": args.output, "--html": args.html}, [args.input, args.model])
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file

@@ -8,6 +8,15 @@ def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
 
 
+def json_failure(error: BaseException) -> str:
+    """Why Python's JSON parser could not read a text, in a few words: past its limits (numbers over
+    4,300 digits, nesting deeper than the stack) or not UTF-8; the parser's own message otherwise."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8"
+    return str(error).split(";")[0]
+
 
 class UserError(Exception):
     """Something the user can fix; the message says what and where."""

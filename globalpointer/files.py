@@ -78,8 +78,9 @@ def check_writable_location(path: str, flag: str) -> None:
         raise UserError(f"{flag} {path}: cannot write into {parent}; choose another location")
 
 
-def check_distinct(outputs: Dict[str, Optional[str]]) -> None:
-    """No two outputs of one command (flag -> path) are the same file."""
+def check_output_files(outputs: Dict[str, Optional[str]], inputs: Sequence[Optional[str]]) -> None:
+    """Every file output of a command (flag -> path; None or "-" for none or standard output) can be
+    written, touches none of ``inputs``, and no two are the same file."""
     seen: Dict[str, str] = {}
     for flag, path in outputs.items():
         if not path or path == "-":
@@ -89,6 +90,7 @@ def check_distinct(outputs: Dict[str, Optional[str]]) -> None:
             raise UserError(f"{flag} and {seen[real]} name the same file {path}; one would replace the other: "
                             f"give them different names")
         seen[real] = flag
+        check_output_file(path, flag, inputs)
 
 
 def chmod_as_created(path: str, mode: int) -> None:
@@ -100,9 +102,10 @@ def chmod_as_created(path: str, mode: int) -> None:
 
 @contextlib.contextmanager
 def atomic_output(path: str, binary: bool = False) -> Iterator[TextIO]:
-    """A text file written under a unique temporary name beside ``path`` and renamed to ``path`` when
-    the block ends without an error; on an error the temporary file is removed, unless it is a
-    KeyboardInterrupt: then it stays, and its name is in ``handle.partial_name`` for the message."""
+    """A file (text, or bytes with ``binary``) written under a unique temporary name beside ``path`` and
+    renamed to ``path`` when the block ends without an error; on an error the temporary file is
+    removed, unless it is a KeyboardInterrupt: then it stays, and its name is in ``handle.partial_name``
+    for the message."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + PARTIAL)

@@ -218,7 +218,6 @@ def _read_info(directory: str) -> dict:
     return info
 
 
-
 def check_checkpoint_files(directory: str) -> None:
     _check_files(directory, (WEIGHTS,) + METADATA_FILES)
 

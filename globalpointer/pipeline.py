@@ -149,6 +149,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
+    log.info("%s: %s backend on %s", directory, chosen, runtime.device)
     extractor = Extractor(network, text_encoder_for(tokenizer, record.tokenization, config.data.max_length,
                                                     config.data.window_overlap), labels, config.model.decode,
                           threshold, window_batch_size or config.train.eval_batch_size, decoder,

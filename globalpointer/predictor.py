@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple
 
 from tqdm import tqdm
 
-from .errors import UserError
+from .errors import UserError, json_failure
 from .files import atomic_output
 from .label_studio import label_studio_task
 from .spans import Record
@@ -53,9 +53,8 @@ def parse_line(raw: bytes, input_format: str) -> ParsedLine:
     except UnicodeEncodeError:
         return ParsedLine({"text": decoded, "entities": [], "error": "the JSON holds a lone surrogate (\\ud800 to "
                                                                      "\\udfff), which is no character"}, None)
-    except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than Python's stack
-        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
-        return ParsedLine({"text": decoded, "entities": [], "error": f"unreadable JSON: {reason}"}, None)
+    except (ValueError, RecursionError) as error:  # past the parser's limits
+        return ParsedLine({"text": decoded, "entities": [], "error": f"unreadable JSON: {json_failure(error)}"}, None)
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return ParsedLine({"text": decoded, "entities": [], "error": 'a JSON line needs a string "text" field'}, None)
     return ParsedLine(dict(obj), obj["text"])

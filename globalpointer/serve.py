@@ -2,11 +2,12 @@
 
 ``POST /v1/extract`` ``{"texts": [...]}`` -> ``{"results": [{"text", "entities": [...]}]}`` (the
 entities of predict.py), ``GET /v1/labels``, ``GET /health``, OpenAPI docs at ``/docs``.
-Concurrent requests are micro-batched: one worker thread owns the model, takes every request waiting
-(up to ``serve.batch_texts`` texts), waits up to ``serve.batch_wait_ms`` for more while it has fewer
-than its last call had, and predicts them in one call, so many small requests share forward passes.  Limits (``serve.max_texts``,
-``serve.max_text_chars``, ``serve.max_body_bytes``) are answered with 413, malformed requests with
-422, each with a message; SIGTERM stops accepting and lets requests in flight finish.
+Concurrent requests are micro-batched and take turns (``MicroBatcher``): one worker thread owns the
+model, gathers waiting requests into jobs that share forward passes, and runs the jobs one forward
+pass (``serve.rows_per_pass`` rows) at a time, so a small request never waits for all of a large one.
+Limits (``serve.max_texts``, ``serve.max_text_chars``, ``serve.max_request_tokens``,
+``serve.max_body_bytes``) are answered with 413, malformed requests with 422, each with a message;
+SIGTERM stops accepting and lets requests in flight finish within ``serve.shutdown_timeout_s``.
 ``serve.workers`` processes (default: one per CPU core, each on one core) share the port, each with
 its own model and micro-batcher: on the CPU, single-core processes predict the small batches of
 concurrent clients faster than one process on every core (docs/PERFORMANCE.md).
@@ -79,7 +80,7 @@ class MicroBatcher:
         self.pending: Deque[Pending] = collections.deque()
         self.changed = threading.Condition()
         self.closing = False
-        self.calls = self.texts = self.passes = 0  # jobs and texts predicted, forward passes: how much sharing happened
+        self.jobs = self.texts = self.passes = 0  # jobs and texts predicted, forward passes: how much sharing happened
         self.dropped = 0  # jobs whose clients all left before their last pass
         self.last_texts = batch_texts  # texts in the last job: how many to wait for in the next
         self.thread = threading.Thread(target=self._work, name="micro-batcher", daemon=True)
@@ -151,7 +152,7 @@ class MicroBatcher:
                 else:
                     stepped = job
             except StopIteration as done:
-                self.calls += 1
+                self.jobs += 1
                 self.texts += sum(len(r.texts) for r in job.requests)
                 self._answer(job, done.value, None)
             except Exception as failure:  # answered as a 500 to the requests of this job, the service goes on
@@ -269,6 +270,9 @@ def create_app(ner, limits: ServeConfig):
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
+    from .data.readers import lone_surrogate_at
+    from .errors import json_failure
+
     class ExtractRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
         texts: List[str] = Field(description=f"texts to extract entities from (at most {limits.max_texts}, "
@@ -279,11 +283,10 @@ def create_app(ner, limits: ServeConfig):
         @classmethod
         def characters(cls, texts: List[str]) -> List[str]:
             for index, text in enumerate(texts):
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError as error:
-                    raise ValueError(f"texts[{index}] holds a lone surrogate at character {error.start} (a broken "
-                                     f"\\uXXXX escape), which is no character: send the text as UTF-8") from None
+                at = lone_surrogate_at(text)
+                if at is not None:
+                    raise ValueError(f"texts[{index}] holds a lone surrogate at character {at} (a broken \\uXXXX "
+                                     f"escape), which is no character: send the text as UTF-8")
             return texts
 
     class EntityOut(BaseModel):
@@ -309,7 +312,7 @@ def create_app(ner, limits: ServeConfig):
         yield
         batcher.close(timeout=limits.shutdown_timeout_s)
         log.info("served %d texts in %d jobs of %d forward passes; dropped %d job(s) whose clients left",
-                 batcher.texts, batcher.calls, batcher.passes, batcher.dropped)
+                 batcher.texts, batcher.jobs, batcher.passes, batcher.dropped)
 
     app = FastAPI(title="GlobalPointer NER", lifespan=lifespan,
                   description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
@@ -322,11 +325,8 @@ def create_app(ner, limits: ServeConfig):
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, error: StarletteHTTPException):
         if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not parse the body at all
-            cause = error.__cause__
-            reason = "nested too deeply" if isinstance(cause, RecursionError) else \
-                "not UTF-8" if isinstance(cause, UnicodeDecodeError) else str(cause).split(";")[0]
-            return JSONResponse({"detail": f"the body is not readable JSON ({reason}); send UTF-8 JSON such as "
-                                           f'{{"texts": ["..."]}}'}, status_code=422)
+            return JSONResponse({"detail": f"the body is not readable JSON ({json_failure(error.__cause__)}); send "
+                                           f'UTF-8 JSON such as {{"texts": ["..."]}}'}, status_code=422)
         detail = error.detail
         if error.status_code in (404, 405):  # say what the service does answer
             detail = (f"{request.method} {request.url.path} is not served here; the service answers POST "
@@ -414,7 +414,7 @@ def worker_app():
 
     from .errors import UserError, setup_logging
     from .pipeline import load
-    
+
     setup_logging()
     # Importing paddle replaces uvicorn's graceful shutdown with an abort: uvicorn's handlers are put
     # back (a stop while the model loads still aborts this worker, which serves nothing yet).
@@ -449,7 +449,6 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
                     timeout_graceful_shutdown=limits.shutdown_timeout_s)
     if workers == 1:
         ner = load(model, overrides, backend=backend)
-        log.info("%s: %s backend on %s", ner.directory, ner.backend, ner.runtime.device)
         uvicorn.Server(uvicorn.Config(create_app(ner, limits), **settings)).run()
         return
     from uvicorn.config import STARTUP_FAILURE

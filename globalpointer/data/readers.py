@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from ..errors import DataError
+from ..errors import DataError, json_failure
 from ..files import atomic_write_text
 from ..spans import Entity, Record, characters
 from .tags import tags_to_spans
@@ -99,9 +99,8 @@ def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[T
             yield number, json.loads(line_text)
         except json.JSONDecodeError as error:
             on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
-        except (ValueError, RecursionError) as error:  # numbers over 4,300 digits, nesting deeper than the stack
-            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
-            on_error(DataError(f"{path}:{number}: unreadable JSON ({reason})"))
+        except (ValueError, RecursionError) as error:  # past the parser's limits
+            on_error(DataError(f"{path}:{number}: unreadable JSON ({json_failure(error)})"))
 
 
 def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, dict]]:
@@ -139,9 +138,8 @@ def _iter_json_array(path: str, text: str, opening: int) -> Iterator[Tuple[int, 
             obj, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise DataError(f"{path}:{line_at(error.pos)}: malformed JSON: {error.msg}") from None
-        except (ValueError, RecursionError):
-            raise DataError(f"{path}:{line_at(position)}: unreadable JSON (a number over 4,300 digits, or nesting "
-                            f"deeper than Python's stack)") from None
+        except (ValueError, RecursionError) as error:  # past the parser's limits
+            raise DataError(f"{path}:{line_at(position)}: unreadable JSON ({json_failure(error)})") from None
         yield line_at(position), obj
         position, expect_record = skip_space(end), False
 
@@ -158,14 +156,21 @@ def _text_of(obj, where: str) -> str:
     return text
 
 
-def check_characters(text: str, where: str) -> None:
-    """A JSON escape such as \\ud800 gives a lone surrogate, which is no character: it cannot be
-    tokenized, shown or written back as UTF-8."""
+def lone_surrogate_at(text: str) -> Optional[int]:
+    """Where ``text`` holds a lone surrogate, or None.  A JSON escape such as \\ud800 gives one, and it
+    is no character: it cannot be tokenized, shown or written back as UTF-8."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise DataError(f"{where}: the text holds a lone surrogate {text[error.start]!r} at character {error.start}, "
-                        f"which is no character (a broken \\uXXXX escape); fix the record") from None
+        return error.start
+    return None
+
+
+def check_characters(text: str, where: str) -> None:
+    at = lone_surrogate_at(text)
+    if at is not None:
+        raise DataError(f"{where}: the text holds a lone surrogate {text[at]!r} at character {at}, which is no "
+                        f"character (a broken \\uXXXX escape); fix the record")
 
 
 def utf16_to_code_points(text: str, start: int, end: int) -> Tuple[int, int]:
@@ -465,8 +470,8 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
     Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted."""
     text = read_text(path)
     policy = ErrorPolicy(on_error)
-    objects = list(iter_json_objects(path, text, policy)) if format in ("auto", *JSON_PARSERS) and \
-        (format != "auto" or is_json_file(text)) else None
+    json_file = format in JSON_PARSERS or (format == "auto" and is_json_file(text))
+    objects = list(iter_json_objects(path, text, policy)) if json_file else None
     if format != "auto":
         fmt = format
     else:  # said once per file: a file read in the wrong format is noticed before training
