@@ -12,9 +12,9 @@ from globalpointer.config import load_config
 from globalpointer.data.batching import collate
 from globalpointer.data.features import TextEncoder
 from globalpointer.data.readers import read_records
-from globalpointer.encoders import load_encoder
-from globalpointer.inference import model_inputs
-from globalpointer.model import build_model
+from globalpointer.model.encoders import load_encoder
+from globalpointer.inference.extractor import model_inputs
+from globalpointer.checkpoint import build_model
 from globalpointer.runtime import setup_runtime
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

@@ -14,8 +14,8 @@ import argparse
 import paddle
 
 from common import Rows, interleaved_medians, setup
-from globalpointer.rope import RotaryPositionEmbedding, rotate_pairs
-from globalpointer.span_autograd import add_per_example_, broadcast_scores, logsumexp_
+from globalpointer.model.rope import RotaryPositionEmbedding, rotate_pairs
+from globalpointer.model.span_autograd import add_per_example_, broadcast_scores, logsumexp_
 
 HEAD_SIZE = 64
 

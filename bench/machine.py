@@ -22,8 +22,8 @@ import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 import globalpointer
-from globalpointer.inference import Extractor
-from globalpointer.training import build_optimizer
+from globalpointer.inference.extractor import Extractor
+from globalpointer.training.loop import build_optimizer
 from peer import Peer
 
 GEMM = 1024

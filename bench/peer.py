@@ -8,10 +8,10 @@ from typing import List
 from paddle import nn
 from paddlenlp.layers.globalpointer import GlobalPointer
 
-from globalpointer.decode import decode_spans
+from globalpointer.model.decode import decode_spans
 from globalpointer.spans import TokenSpan
-from globalpointer.loss import count_masked_gold, sparse_span_loss
-from globalpointer.masks import span_mask
+from globalpointer.model.loss import count_masked_gold, sparse_span_loss
+from globalpointer.model.masks import span_mask
 
 
 class PeerHead(GlobalPointer):

@@ -13,7 +13,7 @@ import paddle
 
 from common import setup, span_model, synthetic_batch, interleaved_medians
 import globalpointer
-from globalpointer.model import SpanModel
+from globalpointer.checkpoint import SpanModel
 
 
 def plain_forward(model, input_ids, attention_mask, token_mask):

@@ -36,8 +36,8 @@ from typing import Tuple
 from common import Rows, cluener_texts
 from machine import gemm_rates
 import globalpointer
-import globalpointer.pipeline
-from globalpointer.serve import workers_serving
+import globalpointer.inference.pipeline
+from globalpointer.deploy.serve import workers_serving
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -116,7 +116,7 @@ def maximal_request(texts, budget: int, text_chars: int):
 
 
 def heavy(args, texts, reference: float) -> None:
-    config = globalpointer.pipeline.inference_config(args.model, args.set, backend=args.backend).serve
+    config = globalpointer.inference.pipeline.inference_config(args.model, args.set, backend=args.backend).serve
     big = {"texts": maximal_request(texts, config.max_request_tokens, min(config.max_text_chars, 4000))}
     rows = Rows()
     for workers in (int(w) for w in args.workers.split(",")):

@@ -13,7 +13,7 @@ import paddle.profiler as profiler
 
 from common import cluener_texts, real_batches
 import globalpointer
-from globalpointer.training import build_optimizer
+from globalpointer.training.loop import build_optimizer
 
 
 def main():

@@ -18,9 +18,9 @@ import numpy as np
 import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches, setup, span_model
-from globalpointer.backends import InferenceModel
-from globalpointer.export import save_static
-from globalpointer.inference import Extractor
+from globalpointer.model.backends import InferenceModel
+from globalpointer.deploy.export import save_static
+from globalpointer.inference.extractor import Extractor
 from globalpointer.runtime import cpu_thread_count
 from peer import Peer
 

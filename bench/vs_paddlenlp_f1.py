@@ -2,7 +2,7 @@
 
     python bench/vs_paddlenlp_f1.py --config configs/quickstart.yaml [--set KEY=VALUE ...] [--seeds 0,1]
 
-Every model is trained by ``globalpointer.training.train`` from the one config: the same encoder
+Every model is trained by ``globalpointer.training.loop.train`` from the one config: the same encoder
 weights, windows, batches and their order, optimizer, learning rates, schedule, loss (the sparse
 multilabel cross-entropy) and evaluation (Extractor + span_report); only the model differs.  The
 peer is PaddleNLP's layer as it is (no dropout on the encoder output, 1e12 masks).  Runs go one
@@ -17,8 +17,8 @@ import tempfile
 
 from common import Rows, table
 from globalpointer.config import load_config
-from globalpointer.model import build_model
-from globalpointer.training import train
+from globalpointer.checkpoint import build_model
+from globalpointer.training.loop import train
 from peer import build_peer
 
 MODELS = {"ours global_pointer": ("global_pointer", build_model),

@@ -13,6 +13,6 @@ MATH_LIBRARY = mathlib.CHOSEN = mathlib.configure_mkl()
 
 def load(model: str, *args, **kwargs):
     """``globalpointer.load("runs/x/best")`` -> a Pipeline: ``ner(text)``, ``ner.pipe(texts)`` (pipeline.py)."""
-    from .pipeline import load as load_pipeline
+    from .inference.pipeline import load as load_pipeline
 
     return load_pipeline(model, *args, **kwargs)

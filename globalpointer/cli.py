@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .config import BACKENDS, dump_config, load_config
 from .errors import UserError, setup_logging
 from .files import check_output_files
-from .predictor import OUTPUT_FORMATS
+from .inference.file_prediction import OUTPUT_FORMATS
 
 log = logging.getLogger("globalpointer")
 
@@ -79,7 +79,7 @@ def _train(argv, prog):
     if args.print_config:
         sys.stdout.write(dump_config(config))
         return 0
-    from .training import train
+    from .training.loop import train
 
     summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway,
                     config_file=args.config)
@@ -88,7 +88,7 @@ def _train(argv, prog):
 
 
 def load_for_inference(args):
-    from .pipeline import load
+    from .inference.pipeline import load
 
     return load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
 
@@ -114,8 +114,8 @@ def _evaluate(argv, prog):
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
     from .files import atomic_write_json, atomic_write_text
-    from .metrics import format_report
-    from .report_html import render_page
+    from .evaluation.metrics import format_report
+    from .evaluation.report_html import render_page
     from .spans import Record
 
     if args.format:
@@ -169,8 +169,8 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
-    from .label_studio import labeling_config
-    from .predictor import predict_file, predict_file_share
+    from .inference.label_studio import labeling_config
+    from .inference.file_prediction import predict_file, predict_file_share
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
@@ -205,7 +205,7 @@ def _predict(argv, prog):
 
 def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], meta: str) -> None:
     from .files import atomic_write_text
-    from .report_html import render_page
+    from .evaluation.report_html import render_page
     from .spans import Entity
 
     texts = [payload["text"] for payload in payloads]
@@ -216,8 +216,8 @@ def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], m
 
 
 def _export(argv, prog) -> int:
-    from .export import export_checkpoint, verify_int8
-    from .model import resolve_checkpoint
+    from .deploy.export import export_checkpoint, verify_int8
+    from .checkpoint import resolve_checkpoint
 
     parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
                                                              "ONNX, INT8.")
@@ -244,7 +244,7 @@ def _export(argv, prog) -> int:
 
 
 def _calibrate(argv, prog) -> int:
-    from .calibrate import calibrate, format_calibration
+    from .evaluation.calibrate import calibrate, format_calibration
 
     parser = argparse.ArgumentParser(prog=prog, description="Per-type thresholds from held-out labelled data, "
                                                              "written into the model directory's thresholds.json.")
@@ -259,7 +259,7 @@ def _calibrate(argv, prog) -> int:
 
 
 def _serve(argv, prog) -> int:
-    from .serve import run_service
+    from .deploy.serve import run_service
 
     parser = argparse.ArgumentParser(prog=prog, description="The HTTP service: POST /v1/extract, GET /v1/labels, "
                                                              "GET /health, GET /docs.")
@@ -292,7 +292,7 @@ def _convert(argv, prog) -> int:
 
 
 def _plot(argv, prog) -> int:
-    from .plot import plot_run
+    from .evaluation.plot import plot_run
 
     parser = argparse.ArgumentParser(prog=prog, description="Learning curves of a run: RUN_DIR/metrics.png.")
     parser.add_argument("run_dir", help="a run directory (output_dir of train) holding metrics.csv")

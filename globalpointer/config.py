@@ -29,7 +29,7 @@ def _opt(default, help, choices=None):
 
 
 def _head_names():
-    from .heads import HEADS  # imports paddle: only when a head name is checked or printed
+    from .model.heads import HEADS  # imports paddle: only when a head name is checked or printed
 
     return tuple(HEADS)
 
@@ -350,7 +350,7 @@ def validate(config: RunConfig) -> None:
     if config.train.rdrop_alpha < 0:
         raise ConfigError(f"train.rdrop_alpha must not be negative (0: off), got {config.train.rdrop_alpha}")
     if config.train.rdrop_alpha:
-        from .heads import span_head_names
+        from .model.heads import span_head_names
 
         if config.model.head not in span_head_names():
             raise ConfigError(f"train.rdrop_alpha needs a span head ({' or '.join(span_head_names())}); "

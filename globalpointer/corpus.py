@@ -4,7 +4,7 @@ from typing import List, Sequence
 
 from .data.features import TextEncoder
 from .data.readers import read_records
-from .encoders import is_chinese_vocabulary
+from .model.encoders import is_chinese_vocabulary
 from .errors import DataError
 from .spans import Record
 

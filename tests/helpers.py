@@ -11,7 +11,7 @@ import time
 import urllib.error
 import urllib.request
 
-from globalpointer.serve import workers_serving
+from globalpointer.deploy.serve import workers_serving
 from globalpointer.spans import Entity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

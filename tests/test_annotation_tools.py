@@ -6,8 +6,8 @@ import pytest
 
 from globalpointer.data.readers import detect_format, read_records, read_text
 from globalpointer.errors import DataError
-from globalpointer.label_studio import labeling_config
-from globalpointer.predictor import PredictionWriter, predict_stream
+from globalpointer.inference.label_studio import labeling_config
+from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
 from globalpointer.spans import Entity
 
 
@@ -188,7 +188,7 @@ def test_repair_still_stops_on_records_it_cannot_repair(tmp_path):
 
 
 def test_shares_of_several_processes_join_into_the_same_array(tmp_path):
-    from globalpointer.predictor import predict_file, predict_file_share
+    from globalpointer.inference.file_prediction import predict_file, predict_file_share
 
     source = tmp_path / "in.txt"
     source.write_text("Alice\nParis and Alice\n\nnothing\nParis\n", encoding="utf-8")

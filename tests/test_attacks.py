@@ -14,10 +14,10 @@ from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
 from globalpointer.data.features import AlignmentReport, TextEncoder
 from globalpointer.data.readers import read_records
-from globalpointer.encoders import bert_tokenizer
+from globalpointer.model.encoders import bert_tokenizer
 from globalpointer.errors import CheckpointError, ConfigError, DataError
-from globalpointer.model import load_checkpoint
-from globalpointer.predictor import PredictionWriter, predict_file, predict_stream
+from globalpointer.checkpoint import load_checkpoint
+from globalpointer.inference.file_prediction import PredictionWriter, predict_file, predict_stream
 from synthetic import tiny_config, write_jsonl
 from helpers import FakeExtractor, snapshot
 

@@ -7,9 +7,9 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.calibrate import GRID, apply_thresholds, choose_thresholds
-from globalpointer.decode import decode_spans, sigmoid
-from globalpointer.heads import decode_span_logits
+from globalpointer.evaluation.calibrate import GRID, apply_thresholds, choose_thresholds
+from globalpointer.model.decode import decode_spans, sigmoid
+from globalpointer.model.heads import decode_span_logits
 from globalpointer.spans import Entity
 
 
@@ -53,7 +53,7 @@ def test_nested_search_finds_each_types_best_threshold(seed):
 
 
 def test_flat_search_improves_on_the_default_when_types_compete():
-    from globalpointer.metrics import span_report
+    from globalpointer.evaluation.metrics import span_report
 
     candidates, gold = random_task(3)
     overlapping = [found + [Entity(e.start, e.end + 1, "B", e.score * 0.9) for e in found] for found in candidates]

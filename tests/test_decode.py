@@ -1,6 +1,6 @@
 import numpy as np
 
-from globalpointer.decode import decode_spans, select_flat, sigmoid
+from globalpointer.model.decode import decode_spans, select_flat, sigmoid
 from globalpointer.spans import TokenSpan
 from globalpointer.spans import Entity
 
@@ -34,8 +34,8 @@ def test_sigmoid_is_stable():
 def test_device_side_decoding_equals_the_numpy_reference():
     import paddle
 
-    from globalpointer.heads import decode_span_logits
-    from globalpointer.masks import span_mask, span_mask_bias
+    from globalpointer.model.heads import decode_span_logits
+    from globalpointer.model.masks import span_mask, span_mask_bias
 
     rng = np.random.default_rng(0)
     raw = rng.normal(-2, 1.5, (3, 4, 9, 9)).astype("float32")

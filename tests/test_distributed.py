@@ -59,7 +59,7 @@ def test_only_the_main_process_decodes_the_dev_set():
     from types import SimpleNamespace
 
     from globalpointer.spans import Entity, Record
-    from globalpointer.training import evaluate
+    from globalpointer.training.loop import evaluate
 
     class Counting:
         calls = 0

@@ -18,7 +18,7 @@ from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
 from globalpointer.data.readers import read_records
 from globalpointer.errors import CheckpointError, ConfigError, DataError, EncoderError
-from globalpointer.model import load_checkpoint
+from globalpointer.checkpoint import load_checkpoint
 from synthetic import tiny_config, write_jsonl
 from helpers import snapshot, write_malicious_pickle
 from conftest import ROOT
@@ -170,7 +170,7 @@ def test_a_second_training_into_a_run_being_written_is_refused(tmp_path, capsys)
 # 4. no code from a model directory's tokenizer files -------------------------------------------
 
 def test_a_tokenizer_that_would_unpickle_is_never_built(tmp_path):
-    from globalpointer.encoders import build_tiny, load_encoder
+    from globalpointer.model.encoders import build_tiny, load_encoder
 
     marker = tmp_path / "ran"
     directory = tmp_path / "ernie_tiny_like"
@@ -268,7 +268,7 @@ def test_scores_above_the_mask_never_decode_outside_the_text():
     mask; decoding them gave positions outside the text (an IndexError at the first evaluation)."""
     import paddle
 
-    from globalpointer.heads import decode_span_logits
+    from globalpointer.model.heads import decode_span_logits
 
     token_mask = paddle.to_tensor([[0, 1, 1, 0, 0]])  # [CLS], two text tokens, [SEP], padding
     logits = paddle.full([1, 2, 5, 5], 1e6)
@@ -307,7 +307,7 @@ def test_an_empty_type_in_the_config_is_an_error():
 
 @pytest.mark.parametrize("value", ["-1e308", True, "0.5"])
 def test_thresholds_must_be_numbers(run_copy, value):
-    from globalpointer.model import read_thresholds
+    from globalpointer.checkpoint import read_thresholds
 
     labels = json.loads((run_copy / "best" / "labels.json").read_text())
     thresholds = {label: 0.0 for label in labels}

@@ -4,9 +4,9 @@ import os
 import numpy as np
 import pytest
 
-from globalpointer.encoders import (EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json,
+from globalpointer.model.encoders import (EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json,
                                     vocab_is_uncased)
-from globalpointer.weights import read_state
+from globalpointer.model.weights import read_state
 
 
 def test_vocab_rebuilt_from_tokenizer_json_in_id_order(tmp_path):
@@ -69,7 +69,7 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
     while the first is under way (simulated by starting it from inside the first) spoils neither."""
     from paddlenlp.transformers import AutoModel
 
-    from globalpointer import encoders
+    from globalpointer.model import encoders
 
     directory = bundled_or_skip("all-MiniLM-L6-v2")
     monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path))
@@ -92,7 +92,7 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
 
 
 def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
-    from globalpointer import encoders
+    from globalpointer.model import encoders
 
     monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path / "cache"))
     source = tmp_path / "hf"

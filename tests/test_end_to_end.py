@@ -109,7 +109,7 @@ def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
 
 
 def test_learning_curve_plot(trained):
-    from globalpointer.plot import plot_run
+    from globalpointer.evaluation.plot import plot_run
 
     import matplotlib.image
 
@@ -137,8 +137,8 @@ def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
     import time
 
     from globalpointer.config import load_config
-    from globalpointer.model import build_model
-    from globalpointer.training import train
+    from globalpointer.checkpoint import build_model
+    from globalpointer.training.loop import train
 
     calls = {"loss": 0, "decode": 0}
 
@@ -175,9 +175,9 @@ def test_head_initialisation_does_not_depend_on_encoder_loading(tmp_path, monkey
     import paddle
     import pytest
 
-    from globalpointer import training
+    from globalpointer.training import loop as training
     from globalpointer.config import load_config
-    from globalpointer.model import build_model
+    from globalpointer.checkpoint import build_model
 
     class Built(Exception):
         pass

@@ -9,11 +9,11 @@ from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.data.batching import collate
 from globalpointer.corpus import text_encoder_for
 from globalpointer.errors import CheckpointError, ConfigError, UserError
-from globalpointer.backends import (InferenceModel, OnnxModel, choose_backend, onnx_providers,
+from globalpointer.model.backends import (InferenceModel, OnnxModel, choose_backend, onnx_providers,
                                     paddle_inference_settings)
-from globalpointer.export import export_checkpoint
-from globalpointer.inference import model_inputs
-from globalpointer.model import load_checkpoint
+from globalpointer.deploy.export import export_checkpoint
+from globalpointer.inference.extractor import model_inputs
+from globalpointer.checkpoint import load_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import pytest
 
 from globalpointer.data.batching import collate, length_grouped_batches, padding_aware_batches
 from globalpointer.data.features import AlignmentReport, TextEncoder, window_entities
-from globalpointer.encoders import bert_tokenizer, build_tiny
+from globalpointer.model.encoders import bert_tokenizer, build_tiny
 from globalpointer.spans import Entity, Record, TokenSpan
 
 

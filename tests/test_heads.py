@@ -3,9 +3,9 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.heads import EfficientGlobalPointer, GlobalPointer, build_head
-from globalpointer.masks import MASKED_LOGIT, span_mask
-from globalpointer.rope import RotaryPositionEmbedding
+from globalpointer.model.heads import EfficientGlobalPointer, GlobalPointer, build_head
+from globalpointer.model.masks import MASKED_LOGIT, span_mask
+from globalpointer.model.rope import RotaryPositionEmbedding
 
 
 def inputs(batch=2, length=8, hidden=16, seed=0):
@@ -102,8 +102,8 @@ def test_head_is_float32_under_float16_hidden_states():
 
 def test_build_head_names():
     from globalpointer.config import load_config
-    from globalpointer.heads import HEADS
-    from globalpointer.taggers import TokenTagger
+    from globalpointer.model.heads import HEADS
+    from globalpointer.model.taggers import TokenTagger
 
     model = load_config(overrides=["model.head=efficient_global_pointer", "model.head_size=8"]).model
     head = build_head(model.head, 16, 2, head_size=model.head_size)

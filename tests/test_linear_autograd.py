@@ -3,7 +3,7 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from globalpointer.linear_autograd import TrainingLinear, use_training_linear
+from globalpointer.model.linear_autograd import TrainingLinear, use_training_linear
 
 
 def gradients(layer, x):

@@ -2,9 +2,9 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.masks import span_mask, span_mask_bias
-from globalpointer.loss import count_masked_gold, dense_span_loss, sparse_span_loss, symmetric_kl
-from globalpointer.reference import multilabel_cross_entropy
+from globalpointer.model.masks import span_mask, span_mask_bias
+from globalpointer.model.loss import count_masked_gold, dense_span_loss, sparse_span_loss, symmetric_kl
+from globalpointer.model.reference import multilabel_cross_entropy
 
 
 def make_batch(seed=0, batch=3, types=4, length=9, scale=3.0):

@@ -1,6 +1,6 @@
 import pytest
 
-from globalpointer.metrics import format_report, span_report
+from globalpointer.evaluation.metrics import format_report, span_report
 from globalpointer.spans import Entity as E
 
 

@@ -3,9 +3,9 @@ import numpy as np
 import paddle
 
 from globalpointer.config import load_config
-from globalpointer.encoders import build_tiny
-from globalpointer.model import build_model
-from globalpointer.training import build_optimizer
+from globalpointer.model.encoders import build_tiny
+from globalpointer.checkpoint import build_model
+from globalpointer.training.loop import build_optimizer
 
 
 def one_step(lr, head_lr):

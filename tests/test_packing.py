@@ -10,11 +10,11 @@ import globalpointer
 from globalpointer.config import ModelConfig
 from globalpointer.data.batching import collate, collate_rows, pack_rows, split_row
 from globalpointer.data.features import TextEncoder
-from globalpointer.encoders import build_tiny
-from globalpointer.inference import model_inputs
-from globalpointer.masks import MASKED_LOGIT, span_mask, text_attention
-from globalpointer.model import SpanModel
-from globalpointer.reference import open_cells
+from globalpointer.model.encoders import build_tiny
+from globalpointer.inference.extractor import model_inputs
+from globalpointer.model.masks import MASKED_LOGIT, span_mask, text_attention
+from globalpointer.checkpoint import SpanModel
+from globalpointer.model.reference import open_cells
 from globalpointer.spans import TokenSpan
 
 TEXT_IDS = [[1, 1, 1, 2, 2, 0, 0], [1, 1, 1, 1, 1, 1, 1], [1, 2, 3, 3, 3, 0, 0]]
@@ -89,7 +89,7 @@ def test_a_row_of_three_texts_scores_each_text_as_if_it_were_alone(head):
 
 @pytest.mark.parametrize("backend", ["dynamic", "paddle-inference", "onnxruntime"])
 def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
-    from globalpointer.export import export_checkpoint
+    from globalpointer.deploy.export import export_checkpoint
 
     pytest.importorskip("onnxruntime")
     model = str(trained / "run" / "best")
@@ -124,9 +124,9 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
     """Exports made before rows could hold several texts take a bool token_mask and have no export.json."""
     import shutil
 
-    from globalpointer.backends import EXPORT_INFO, PROGRAM
-    from globalpointer.export import INPUT_SPEC
-    from globalpointer.model import load_checkpoint
+    from globalpointer.model.backends import EXPORT_INFO, PROGRAM
+    from globalpointer.deploy.export import INPUT_SPEC
+    from globalpointer.checkpoint import load_checkpoint
 
     checkpoint = trained / "run" / "best"
 

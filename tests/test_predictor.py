@@ -1,7 +1,7 @@
 import io
 import json
 
-from globalpointer.predictor import PredictionWriter, parse_line, predict_stream, sniff_format
+from globalpointer.inference.file_prediction import PredictionWriter, parse_line, predict_stream, sniff_format
 from helpers import FakeExtractor
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from globalpointer.data.features import TextEncoder, window_entities
 from globalpointer.data.readers import read_records, write_jsonl_records
-from globalpointer.encoders import bert_tokenizer, tiny_vocabulary, write_vocab
+from globalpointer.model.encoders import bert_tokenizer, tiny_vocabulary, write_vocab
 from globalpointer.spans import Entity, Record
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,10 +6,10 @@ import paddle
 import pytest
 
 from globalpointer.config import load_config
-from globalpointer.encoders import load_encoder
-from globalpointer.model import build_model
-from globalpointer.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
-from globalpointer.training import build_optimizer, forward_backward
+from globalpointer.model.encoders import load_encoder
+from globalpointer.checkpoint import build_model
+from globalpointer.training.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
+from globalpointer.training.loop import build_optimizer, forward_backward
 from synthetic import tiny_config
 
 
@@ -144,7 +144,7 @@ def test_layer_wise_rates():
 
 def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path, capsys):
     from globalpointer.cli import train_main
-    from globalpointer.weights import read_state
+    from globalpointer.model.weights import read_state
 
     config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__ema_decay=0.9,
                          train__layer_lr_decay=0.8, train__rdrop_alpha=0.1)

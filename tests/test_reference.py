@@ -4,10 +4,10 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer import reference
-from globalpointer.heads import EfficientGlobalPointer, GlobalPointer
-from globalpointer.loss import dense_span_loss, sparse_span_loss
-from globalpointer.masks import MASKED_LOGIT, span_mask, span_mask_bias
+from globalpointer.model import reference
+from globalpointer.model.heads import EfficientGlobalPointer, GlobalPointer
+from globalpointer.model.loss import dense_span_loss, sparse_span_loss
+from globalpointer.model.masks import MASKED_LOGIT, span_mask, span_mask_bias
 
 
 def batch(seed=0, size=3, length=10, hidden=24):
@@ -26,7 +26,7 @@ def compare(ours: np.ndarray, expected: np.ndarray, token_mask: np.ndarray, tril
 
 
 def test_rope_is_the_rotation_of_the_roformer_formula():
-    from globalpointer.rope import RotaryPositionEmbedding
+    from globalpointer.model.rope import RotaryPositionEmbedding
 
     x = np.random.default_rng(1).standard_normal((2, 3, 9, 16)).astype("float32")
     np.testing.assert_allclose(RotaryPositionEmbedding(16)(paddle.to_tensor(x)).numpy(), reference.rope(x), atol=1e-5)

@@ -7,7 +7,7 @@ import pytest
 
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.errors import CheckpointError
-from globalpointer.model import load_checkpoint
+from globalpointer.checkpoint import load_checkpoint
 from synthetic import tiny_config
 
 

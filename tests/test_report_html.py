@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from globalpointer.metrics import error_summary, judge_text
-from globalpointer.report_html import lanes, render_page
+from globalpointer.evaluation.metrics import error_summary, judge_text
+from globalpointer.evaluation.report_html import lanes, render_page
 from globalpointer.spans import Entity
 
 E = Entity

@@ -2,7 +2,7 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.rope import RotaryPositionEmbedding
+from globalpointer.model.rope import RotaryPositionEmbedding
 
 
 def rotation_matrix(m, dim, base=10000.0):

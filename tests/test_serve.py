@@ -100,7 +100,7 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(serv
 def test_micro_batcher_gathers_requests_into_few_calls():
     import asyncio
 
-    from globalpointer.serve import MicroBatcher
+    from globalpointer.deploy.serve import MicroBatcher
 
     calls = []
 
@@ -141,7 +141,7 @@ def test_sigterm_lets_the_request_in_flight_finish(trained, workers):
 
 
 def test_worker_count_is_one_per_core_on_the_cpu_and_one_on_a_gpu():
-    from globalpointer.serve import worker_count
+    from globalpointer.deploy.serve import worker_count
 
     assert worker_count(0, on_gpu=False, cores=2) == 2
     assert worker_count(0, on_gpu=False, cores=16) == 16

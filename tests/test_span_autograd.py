@@ -4,8 +4,8 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.masks import MASKED_LOGIT, span_mask_bias
-from globalpointer.span_autograd import broadcast_scores, logsumexp_, negatives_logsumexp_and_gold, pairwise_scores
+from globalpointer.model.masks import MASKED_LOGIT, span_mask_bias
+from globalpointer.model.span_autograd import broadcast_scores, logsumexp_, negatives_logsumexp_and_gold, pairwise_scores
 
 RNG = np.random.default_rng(0)
 

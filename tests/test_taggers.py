@@ -4,9 +4,9 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.crf import LinearChainCRF
+from globalpointer.model.crf import LinearChainCRF
 from globalpointer.spans import TokenSpan
-from globalpointer.taggers import TokenTagger, gold_to_tags, tags_to_token_spans
+from globalpointer.model.taggers import TokenTagger, gold_to_tags, tags_to_token_spans
 
 
 def brute_force(emissions, transitions, start, end, n):

@@ -13,7 +13,7 @@ import pytest
 
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.errors import CheckpointError, EncoderError
-from globalpointer.weights import load_pickled_state, load_state, read_state, save_state
+from globalpointer.model.weights import load_pickled_state, load_state, read_state, save_state
 from helpers import _Payload, write_malicious_pickle
 from synthetic import tiny_config
 
@@ -116,7 +116,7 @@ def test_pytorch_zip_is_read_as_arrays(tmp_path):
 
 
 def test_encoder_directories_with_crafted_pickles_are_refused(tmp_path):
-    from globalpointer.encoders import build_tiny, load_encoder
+    from globalpointer.model.encoders import build_tiny, load_encoder
 
     marker = tmp_path / "ran"
     paddle_dir = tmp_path / "paddle_format"
@@ -179,7 +179,7 @@ def test_checkpoint_of_an_earlier_version_still_loads(trained, tmp_path):
 
 
 def test_training_on_an_encoder_directory_with_a_crafted_pickle(tmp_path, capsys):
-    from globalpointer.encoders import build_tiny
+    from globalpointer.model.encoders import build_tiny
 
     encoder_dir = tmp_path / "encoder"
     tiny = build_tiny()
@@ -193,7 +193,7 @@ def test_training_on_an_encoder_directory_with_a_crafted_pickle(tmp_path, capsys
 def test_encoder_weights_that_do_not_fit_name_the_parameters(tmp_path):
     import paddle
 
-    from globalpointer.encoders import build_tiny, load_encoder
+    from globalpointer.model.encoders import build_tiny, load_encoder
 
     directory = tmp_path / "encoder"
     tiny = build_tiny()

@@ -5,7 +5,6 @@ deterministic CMeEE split used in docs/RESULTS.md:
     globalpointer convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_train.jsonl --take 4000
     globalpointer convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_test.jsonl --skip 4000
 """
-import sys
 from typing import List
 
 from ..errors import DataError
@@ -24,8 +23,3 @@ def convert_file(source: str, output: str, format: str = "auto", skip: int = 0, 
     records = records[skip:skip + take] if take else records[skip:]
     write_jsonl_records(records, output)
     return records
-
-
-if __name__ == "__main__":
-    sys.exit("python -m globalpointer.data.convert is now: globalpointer convert INPUT OUTPUT ... "
-             "(or python -m globalpointer convert ...)")

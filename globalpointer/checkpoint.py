@@ -17,14 +17,14 @@ import paddle
 from paddle import nn
 
 from .config import ModelConfig, RunConfig, dump_config, load_config
-from .encoders import (Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files,
+from .model.encoders import (Encoder, bert_tokenizer, check_position_limit, encoder_architecture, save_encoder_files,
                        saved_position_limit)
 from .errors import CheckpointError, ConfigError
 from .files import FORMAT_VERSION, check_format_version, partial_directory, previous_versions, swap_in_directory
-from .heads import build_head
-from .linear_autograd import use_training_linear
-from .masks import text_attention
-from .weights import mismatches, read_state, save_state, summary
+from .model.heads import build_head
+from .model.linear_autograd import use_training_linear
+from .model.masks import text_attention
+from .model.weights import mismatches, read_state, save_state, summary
 
 WEIGHTS = "model.safetensors"
 LEGACY_WEIGHTS = "model_state.pdparams"

@@ -18,7 +18,7 @@ from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span
 from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
-from .spans import TokenSpan
+from ..spans import TokenSpan
 
 
 

@@ -11,13 +11,12 @@ the reported score does not come from: part of the training file held out, not t
 import copy
 import logging
 import os
-import sys
 from typing import Dict, List, Sequence
 
-from .decode import select_flat, sigmoid
-from .errors import UserError
+from ..model.decode import select_flat, sigmoid
+from ..errors import UserError
 from .metrics import span_report
-from .spans import Entity
+from ..spans import Entity
 
 log = logging.getLogger("globalpointer")
 
@@ -84,10 +83,10 @@ def calibrate(ner, data_path: str) -> dict:
     """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
     labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
     the report (thresholds, F1 before and after per type)."""
-    from .corpus import check_types, load_records
-    from .files import atomic_write_json, check_output_file
-    from .heads import HEADS, span_head_names
-    from .model import THRESHOLDS
+    from ..corpus import check_types, load_records
+    from ..files import atomic_write_json, check_output_file
+    from ..model.heads import HEADS, span_head_names
+    from ..checkpoint import THRESHOLDS
 
     config, labels = ner.config, ner.labels
     if not HEADS[config.model.head].span_scores:
@@ -107,8 +106,3 @@ def calibrate(ner, data_path: str) -> dict:
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
              "(--set model.calibrated_thresholds=false: %g for every type)", path, default)
     return report
-
-
-if __name__ == "__main__":
-    sys.exit("python -m globalpointer.calibrate is now: globalpointer calibrate --model DIR --data FILE "
-             "(or python -m globalpointer calibrate ...)")

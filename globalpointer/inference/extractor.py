@@ -3,10 +3,10 @@ from typing import Callable, Generator, List, Sequence
 
 import paddle
 
-from .data.batching import collate_rows, prediction_batches, split_row
-from .data.features import TextEncoder, window_entities
-from .decode import Threshold, select_flat
-from .spans import Entity
+from ..data.batching import collate_rows, prediction_batches, split_row
+from ..data.features import TextEncoder, window_entities
+from ..model.decode import Threshold, select_flat
+from ..spans import Entity
 
 
 def model_inputs(batch: dict) -> dict:

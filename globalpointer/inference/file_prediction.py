@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple
 
 from tqdm import tqdm
 
-from .errors import UserError, json_failure
-from .files import atomic_output
+from ..errors import UserError, json_failure
+from ..files import atomic_output
 from .label_studio import label_studio_task
-from .spans import Record
+from ..spans import Record
 
 if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
-    from .inference import Extractor
+    from .extractor import Extractor
 
 OUTPUT_FORMATS = ("jsonl", "label-studio")
 

@@ -3,9 +3,8 @@
 trained weights' F1 without the average)."""
 import csv
 import os
-import sys
 
-from .files import atomic_output
+from ..files import atomic_output
 
 
 def plot_run(run_dir: str) -> str:
@@ -33,7 +32,3 @@ def plot_run(run_dir: str) -> str:
     with atomic_output(target, binary=True) as out:
         figure.savefig(out, format="png", dpi=100)
     return target
-
-
-if __name__ == "__main__":
-    sys.exit("python -m globalpointer.plot is now: globalpointer plot RUN_DIR (or python -m globalpointer plot ...)")

@@ -15,8 +15,8 @@ from typing import List, NamedTuple
 import numpy as np
 import paddle
 
-from .errors import CheckpointError, ConfigError
-from .files import check_format_version
+from ..errors import CheckpointError, ConfigError
+from ..files import check_format_version
 from .heads import decode_span_logits
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"

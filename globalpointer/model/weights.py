@@ -16,8 +16,8 @@ from typing import Any, Dict
 
 import numpy as np
 
-from .errors import CheckpointError
-from .files import atomic_output
+from ..errors import CheckpointError
+from ..files import atomic_output
 
 TREE_KEY = "globalpointer.tree"  # safetensors metadata: the state's structure and non-tensor values
 TENSOR = "__tensor__"

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable, Deque, Generator, List, NamedTuple, Optional, Sequence
 
-from .config import ServeConfig
+from ..config import ServeConfig
 
 log = logging.getLogger("globalpointer")
 
@@ -270,8 +270,8 @@ def create_app(ner, limits: ServeConfig):
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from .data.readers import lone_surrogate_at
-    from .errors import json_failure
+    from ..data.readers import lone_surrogate_at
+    from ..errors import json_failure
 
     class ExtractRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -412,8 +412,8 @@ def worker_app():
     process checked it, from the arguments it handed over in ``WORKER_ARGS``."""
     from uvicorn.config import STARTUP_FAILURE
 
-    from .errors import UserError, setup_logging
-    from .pipeline import load
+    from ..errors import UserError, setup_logging
+    from ..inference.pipeline import load
 
     setup_logging()
     # Importing paddle replaces uvicorn's graceful shutdown with an abort: uvicorn's handlers are put
@@ -434,9 +434,9 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     ``serve.shutdown_timeout_s``), in every worker process."""
     import uvicorn
 
-    from .errors import UserError
-    from .pipeline import inference_config, load
-    from .runtime import choose_device, cpu_thread_count
+    from ..errors import UserError
+    from ..inference.pipeline import inference_config, load
+    from ..runtime import choose_device, cpu_thread_count
 
     config = inference_config(model, overrides, backend=backend)
     limits = config.serve
@@ -456,13 +456,8 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
 
     os.environ[WORKER_ARGS] = json.dumps({"model": model, "overrides": overrides + [f"cpu_threads={threads}"],
                                           "backend": backend})
-    uvicorn_config = uvicorn.Config("globalpointer.serve:worker_app", factory=True, workers=workers, **settings)
+    uvicorn_config = uvicorn.Config("globalpointer.deploy.serve:worker_app", factory=True, workers=workers, **settings)
     supervisor = Multiprocess(uvicorn_config, sockets=[uvicorn_config.bind_socket()])
     supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         raise UserError("a worker process could not start: its error is above")
-
-
-if __name__ == "__main__":
-    sys.exit("python -m globalpointer.serve is now: globalpointer serve --model DIR ... "
-             "(or python -m globalpointer serve ...)")

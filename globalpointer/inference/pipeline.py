@@ -15,10 +15,10 @@ import logging
 import time
 from typing import Dict, Generator, Iterable, Iterator, List, NamedTuple, Optional, Sequence
 
-from .config import RunConfig, yaml_scalar
-from .inference import run_steps
-from .runtime import Runtime
-from .spans import Entity, Record
+from ..config import RunConfig, yaml_scalar
+from .extractor import run_steps
+from ..runtime import Runtime
+from ..spans import Entity, Record
 
 log = logging.getLogger("globalpointer")
 
@@ -63,8 +63,8 @@ class Pipeline:
         """Span precision / recall / F1 of the model on the labelled file ``path`` (read as the model's
         config reads files), the error kinds, and what it predicted: the one evaluate-a-file of
         evaluate.py and ``export --verify``."""
-        from .corpus import check_types, load_records
-        from .metrics import error_summary, span_report
+        from ..corpus import check_types, load_records
+        from ..evaluation.metrics import error_summary, span_report
 
         records = load_records(path, **self.config.data.reading)
         check_types(records, self.labels)
@@ -91,8 +91,8 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from .backends import check_export_format, is_export
-    from .model import check_checkpoint_files, load_metadata, resolve_checkpoint
+    from ..model.backends import check_export_format, is_export
+    from ..checkpoint import check_checkpoint_files, load_metadata, resolve_checkpoint
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
     if is_export(model):
@@ -108,7 +108,7 @@ def inference_config(model: str, overrides: Optional[Sequence[str]] = None, back
                      **keyword_overrides) -> RunConfig:
     """The config ``load`` would build the model with, checked as ``load`` checks it (files, overrides,
     backend), without building the model: what a process that starts others needs to know."""
-    from .backends import choose_backend
+    from ..model.backends import choose_backend
 
     directory, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
     choose_backend(config.inference.backend, directory, precision=config.inference.precision)
@@ -121,11 +121,11 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
 
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from .backends import InferenceModel, OnnxModel, choose_backend, onnx_file
-    from .corpus import text_encoder_for
-    from .inference import Extractor
-    from .model import THRESHOLDS, build_from_checkpoint, read_thresholds
-    from .runtime import cpu_thread_count, setup_runtime
+    from ..model.backends import InferenceModel, OnnxModel, choose_backend, onnx_file
+    from ..corpus import text_encoder_for
+    from .extractor import Extractor
+    from ..checkpoint import THRESHOLDS, build_from_checkpoint, read_thresholds
+    from ..runtime import cpu_thread_count, setup_runtime
 
     directory, config, record, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
     labels = record.labels

@@ -4,7 +4,7 @@ from typing import List, Sequence, Union
 
 import numpy as np
 
-from .spans import Entity, TokenSpan
+from ..spans import Entity, TokenSpan
 
 
 Threshold = Union[float, Sequence[float]]

@@ -17,20 +17,20 @@ from typing import Callable, List, Optional, Tuple
 import paddle
 from tqdm import tqdm
 
-from .config import RunConfig, dump_config, flatten_config, load_config, require_files
-from .data.batching import collate, length_grouped_batches
-from .corpus import check_types, infer_labels, load_records, resolve_tokenization, text_encoder_for
-from .encoders import check_position_limit, load_encoder, position_limit
-from .errors import CheckpointError, ConfigError, TrainingError
-from .files import (PARTIAL, PREVIOUS, RunLock, atomic_write_json, atomic_write_text, input_relation,
+from ..config import RunConfig, dump_config, flatten_config, load_config, require_files
+from ..data.batching import collate, length_grouped_batches
+from ..corpus import check_types, infer_labels, load_records, resolve_tokenization, text_encoder_for
+from ..model.encoders import check_position_limit, load_encoder, position_limit
+from ..errors import CheckpointError, ConfigError, TrainingError
+from ..files import (PARTIAL, PREVIOUS, RunLock, atomic_write_json, atomic_write_text, input_relation,
                     previous_versions)
-from .inference import Extractor, model_inputs
-from .metrics import format_report, span_report
-from .model import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
+from ..inference.extractor import Extractor, model_inputs
+from ..evaluation.metrics import format_report, span_report
+from ..checkpoint import ModelRecord, build_model, load_weights, resolve_checkpoint, write_checkpoint
 from .recipes import EMA, FGM, layer_rates, word_embeddings
-from .runtime import Runtime, seed_everything, setup_runtime
-from .spans import Record
-from .weights import read_state
+from ..runtime import Runtime, seed_everything, setup_runtime
+from ..spans import Record
+from ..model.weights import read_state
 
 log = logging.getLogger(__name__)
 

@@ -11,19 +11,18 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from typing import List
 
 import paddle
 from paddle.static import InputSpec
 
-from .backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
-from .errors import UserError
-from .files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
+from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
+from ..errors import UserError
+from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                     swap_in_directory)
-from .heads import HEADS, span_head_names
-from .model import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
+from ..model.heads import HEADS, span_head_names
+from ..checkpoint import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
 
 log = logging.getLogger("globalpointer")
 
@@ -147,7 +146,7 @@ def quantize_onnx(directory: str) -> str:
 
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` and ``model.int8.onnx`` on one labelled file."""
-    from .pipeline import load
+    from ..inference.pipeline import load
 
     rows, found = [], {}
     for precision in ("float32", "int8"):
@@ -160,8 +159,3 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
     same = sum([e.key for e in a] == [e.key for e in b] for a, b in zip(found["float32"], found["int8"]))
     rows[1]["texts_with_identical_entities"] = f"{same} of {len(found['int8'])}"
     return rows
-
-
-if __name__ == "__main__":
-    sys.exit("python -m globalpointer.export is now: globalpointer export --model CHECKPOINT --output DIR ... "
-             "(or python -m globalpointer export ...)")

@@ -11,7 +11,7 @@ import paddle.nn.functional as F
 from paddle import nn
 
 from .crf import LinearChainCRF
-from .spans import CLS_POSITIONS, TokenSpan
+from ..spans import CLS_POSITIONS, TokenSpan
 
 
 def gold_to_tags(gold: np.ndarray, length: int) -> Tuple[np.ndarray, int]:

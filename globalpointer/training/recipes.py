@@ -18,7 +18,7 @@ from typing import Dict
 import numpy as np
 import paddle
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 LAYER = re.compile(r"\.layers?\.(\d+)\.")
 

@@ -2,7 +2,7 @@
 from collections import Counter
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from .spans import Entity
+from ..spans import Entity
 
 ERROR_KINDS = ("missed", "spurious", "wrong_type", "wrong_boundary")
 

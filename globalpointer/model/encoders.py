@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from typing import List, NamedTuple, Optional
 
-from .errors import CheckpointError, ConfigError, EncoderError
-from .files import atomic_write_text, chmod_as_created
+from ..errors import CheckpointError, ConfigError, EncoderError
+from ..files import atomic_write_text, chmod_as_created
 from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
