@@ -10,11 +10,11 @@ import paddle
 
 from globalpointer.config import load_config
 from globalpointer.data.batching import collate
-from globalpointer.data.features import TextEncoder
+from globalpointer.data.features import Featurizer
 from globalpointer.data.readers import read_records
 from globalpointer.model.encoders import load_encoder
 from globalpointer.inference.extractor import model_inputs
-from globalpointer.checkpoint import build_model
+from globalpointer.model.network import build_network
 from globalpointer.runtime import setup_runtime
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -74,14 +74,14 @@ def cluener_texts(count: int, split: str = "dev") -> List[str]:
 def span_model(encoder_name: str, head: str, num_types: int, loss: str = "sparse"):
     encoder = load_encoder(encoder_name)
     config = load_config(overrides=[f"model.encoder={encoder_name}", f"model.head={head}", f"model.loss={loss}"])
-    return encoder, build_model(config, encoder, num_types)
+    return encoder, build_network(config.model, encoder, num_types)
 
 
 def real_batches(encoder, texts: List[str], batch_size: int, max_length: int = 128):
-    text_encoder = TextEncoder(encoder.tokenizer, "char", max_length, 32)
-    windows = text_encoder.text_windows(texts)
-    return [model_inputs(collate(windows[i:i + batch_size], text_encoder.pad_id))
-            for i in range(0, len(windows), batch_size)], text_encoder
+    featurizer = Featurizer(encoder.tokenizer, "char", max_length, 32)
+    windows = featurizer.text_windows(texts)
+    return [model_inputs(collate(windows[i:i + batch_size], featurizer.pad_id))
+            for i in range(0, len(windows), batch_size)], featurizer
 
 
 def table(rows: List[dict]) -> str:

@@ -23,7 +23,7 @@ import paddle
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 import globalpointer
 from globalpointer.inference.extractor import Extractor
-from globalpointer.training.loop import build_optimizer
+from globalpointer.training.step import build_optimizer
 from peer import Peer
 
 GEMM = 1024
@@ -72,7 +72,7 @@ def main():
     limit = rates["numpy"] * 1e9
 
     texts = cluener_texts(args.texts)
-    encoder = ours.extractor.text_encoder
+    encoder = ours.extractor.featurizer
     lengths = [len(w.input_ids) for w in encoder.text_windows(texts)]
     tokens, mean_length = sum(lengths), statistics.mean(lengths)
     model = ours.extractor.model

@@ -23,7 +23,7 @@ def batch_shapes(ner, texts, call: int):
     """(share of the forward passes' token slots that is padding, forward passes), as ``Extractor.extract`` batches."""
     extractor, slots, tokens, passes = ner.extractor, 0, 0, 0
     for start in range(0, len(texts), call):
-        lengths = [len(w.input_ids) for w in extractor.text_encoder.text_windows(texts[start:start + call])]
+        lengths = [len(w.input_ids) for w in extractor.featurizer.text_windows(texts[start:start + call])]
         for batch in prediction_batches(lengths, extractor.batch_size, extractor.pack_texts):
             slots += len(batch) * max(sum(lengths[i] for i in row) for row in batch)
             passes += 1

@@ -29,7 +29,7 @@ class PeerHead(GlobalPointer):
 
 class Peer(nn.Layer):
     """``paddlenlp.layers.GlobalPointerForEntityExtraction`` (whose forward is these two lines)
-    with this project's call signature and a ``head`` attribute."""
+    with this project's call signature, a ``head`` attribute and ``decode``."""
 
     def __init__(self, encoder: nn.Layer, num_types: int, head_size: int = 64):
         super().__init__()
@@ -40,7 +40,10 @@ class Peer(nn.Layer):
         hidden = self.encoder(input_ids, attention_mask=attention_mask)[0]
         return self.head(hidden, attention_mask)
 
+    def decode(self, logits, token_mask, threshold: float) -> List[List[TokenSpan]]:
+        return self.head.decode(logits, token_mask, threshold)
 
-def build_peer(config, encoder, num_types: int) -> Peer:
-    """``training.train``'s ``build`` for the peer."""
-    return Peer(encoder.model, num_types, config.model.head_size)
+
+def build_peer(settings, encoder, num_types: int) -> Peer:
+    """``training.train``'s ``build`` for the peer (``settings``: the config's model section)."""
+    return Peer(encoder.model, num_types, settings.head_size)

@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from globalpointer.training.loop import TRAINER_STATE
+from globalpointer.training.run import TRAINER_STATE
 DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0.999",
                 "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
 

@@ -2,7 +2,7 @@
 
     python bench/row_attention_cost.py [--encoder m3e-small] [--shapes 16x52,16x128,8x512] [--repeats 5]
 
-SpanModel.forward builds a [batch, 1, L, L] attention bias and position ids from the text numbers
+SpanNetwork.forward builds a [batch, 1, L, L] attention bias and position ids from the text numbers
 on every step, training included (where a row always holds one text).  Here one training step
 (forward, loss, backward, AdamW) of GlobalPointer over the encoder with 10 types is timed that way
 and with the 0/1 mask handed to the encoder as PaddleNLP takes it, in turns, on random token ids.
@@ -13,7 +13,7 @@ import paddle
 
 from common import setup, span_model, synthetic_batch, interleaved_medians
 import globalpointer
-from globalpointer.checkpoint import SpanModel
+from globalpointer.model.network import SpanNetwork
 
 
 def plain_forward(model, input_ids, attention_mask, token_mask):
@@ -44,7 +44,7 @@ def main():
                 optimizer.step()
                 optimizer.clear_grad()
             return run
-        seconds = interleaved_medians({"rows": step(SpanModel.forward), "plain": step(plain_forward)}, args.repeats)
+        seconds = interleaved_medians({"rows": step(SpanNetwork.forward), "plain": step(plain_forward)}, args.repeats)
         print(f"{batch} x {length}: step {seconds['rows'] * 1000:.0f} ms reading rows as texts, "
               f"{seconds['plain'] * 1000:.0f} ms with the plain mask, ratio {seconds['rows'] / seconds['plain']:.3f}")
 

@@ -13,7 +13,7 @@ import paddle.profiler as profiler
 
 from common import cluener_texts, real_batches
 import globalpointer
-from globalpointer.training.loop import build_optimizer
+from globalpointer.training.step import build_optimizer
 
 
 def main():
@@ -24,7 +24,7 @@ def main():
     ner = globalpointer.load(args.model, backend="dynamic")
     model = ner.extractor.model
     model.train()
-    tokenizer = SimpleNamespace(tokenizer=ner.extractor.text_encoder.tokenizer)
+    tokenizer = SimpleNamespace(tokenizer=ner.extractor.featurizer.tokenizer)
     batches, _ = real_batches(tokenizer, cluener_texts(16 * (args.steps + 1), "train"), 16)
     optimizer, _ = build_optimizer(model, ner.config, 1000)
     gold = paddle.to_tensor(np.full((16, 1, 3), -1, "int64"))

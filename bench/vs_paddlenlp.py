@@ -18,7 +18,7 @@ import numpy as np
 import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches, setup, span_model
-from globalpointer.model.backends import InferenceModel
+from globalpointer.model.backends import PaddleInferenceModel
 from globalpointer.deploy.export import save_static
 from globalpointer.inference.extractor import Extractor
 from globalpointer.runtime import cpu_thread_count
@@ -27,7 +27,7 @@ from peer import Peer
 NUM_TYPES = 10  # CLUENER's
 
 
-def peer_extract(model, batches, text_encoder, threshold=0.0):
+def peer_extract(model, batches, featurizer, threshold=0.0):
     entities = []
     with paddle.no_grad():
         for inputs in batches:
@@ -52,14 +52,13 @@ def train_step(model, batches, optimizer):
     return run
 
 
-def extract(model, name, encoder, text_encoder, texts, args):
+def extract(model, name, encoder, featurizer, texts, args):
     """texts -> entities, the way each side's users would do it; returns how many were found."""
     if name.startswith("ours"):
-        extractor = Extractor(model, text_encoder, [str(i) for i in range(NUM_TYPES)], threshold=args.threshold,
-                              batch_size=args.batch_size,
-                              decoder=getattr(model, "decode", None))  # an export decodes itself
+        extractor = Extractor(model, featurizer, [str(i) for i in range(NUM_TYPES)], threshold=args.threshold,
+                              batch_size=args.batch_size)
         return lambda: sum(map(len, extractor.extract(texts)))
-    return lambda: len(peer_extract(model, real_batches(encoder, texts, args.batch_size)[0], text_encoder,
+    return lambda: len(peer_extract(model, real_batches(encoder, texts, args.batch_size)[0], featurizer,
                                     args.threshold))
 
 
@@ -82,7 +81,7 @@ def main():
     _, ours_egp = span_model(args.encoder, "efficient_global_pointer", NUM_TYPES)
     ours_egp.encoder.set_state_dict(encoder.model.state_dict())
     peer = Peer(copy.deepcopy(encoder.model), NUM_TYPES)
-    batches, text_encoder = real_batches(encoder, texts, args.batch_size)
+    batches, featurizer = real_batches(encoder, texts, args.batch_size)
     rng = np.random.default_rng(0)
     train_batches = [(b, paddle.to_tensor(np.stack([[(rng.integers(NUM_TYPES), 1, 2)]] * b["input_ids"].shape[0])))
                      for b in batches[: args.train_steps]]
@@ -91,7 +90,7 @@ def main():
               "paddlenlp GlobalPointer": peer}
     train = {name: train_step(model, train_batches, paddle.optimizer.AdamW(1e-5, parameters=model.parameters()))
              for name, model in models.items()}
-    predict = {name: extract(model, name, encoder, text_encoder, texts, args) for name, model in models.items()}
+    predict = {name: extract(model, name, encoder, featurizer, texts, args) for name, model in models.items()}
     for model in models.values():
         model.train()
     step = interleaved_medians(train, args.repeats * args.train_steps, warmup=2)
@@ -103,9 +102,9 @@ def main():
         # dynamic graph's ops that run between its calls (measured: -40% texts/s for all three).
         directory = tempfile.mkdtemp()
         save_static(ours_egp, directory)
-        exported = InferenceModel(directory, tril_mask=True, threads=cpu_thread_count(args.threads, 1))
+        exported = PaddleInferenceModel(directory, tril_mask=True, threads=cpu_thread_count(args.threads, 1))
         name = "ours efficient_global_pointer, exported"
-        predict[name] = extract(exported, "ours", encoder, text_encoder, texts, args)
+        predict[name] = extract(exported, "ours", encoder, featurizer, texts, args)
         seconds[name] = median_seconds(predict[name], args.repeats, warmup=1)
     rows = Rows()
     for name in predict:

@@ -17,12 +17,12 @@ import tempfile
 
 from common import Rows, table
 from globalpointer.config import load_config
-from globalpointer.checkpoint import build_model
+from globalpointer.model.network import build_network
 from globalpointer.training.loop import train
 from peer import build_peer
 
-MODELS = {"ours global_pointer": ("global_pointer", build_model),
-          "ours efficient_global_pointer": ("efficient_global_pointer", build_model),
+MODELS = {"ours global_pointer": ("global_pointer", build_network),
+          "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
           "paddlenlp GlobalPointer": ("efficient_global_pointer", build_peer)}  # the peer is the efficient variant
 
 

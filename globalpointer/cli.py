@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import BACKENDS, dump_config, load_config
+from .config import backend_names, dump_config, load_config
 from .errors import UserError, setup_logging
 from .files import check_output_files
 from .inference.file_prediction import OUTPUT_FORMATS
@@ -101,7 +101,7 @@ def inference_arguments(parser):
     parser.add_argument("--batch-size", type=whole_number(1), default=0,
                         help="rows per forward pass (a row: one window, or several short ones; "
                              "default: train.eval_batch_size)")
-    parser.add_argument("--backend", choices=BACKENDS, help="same as --set inference.backend=... (default: auto)")
+    parser.add_argument("--backend", choices=backend_names(), help="same as --set inference.backend=... (default: auto)")
 
 
 def _evaluate(argv, prog):
@@ -113,9 +113,10 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .files import atomic_write_json, atomic_write_text
+    from .evaluation.evaluate import evaluate_file
     from .evaluation.metrics import format_report
     from .evaluation.report_html import render_page
+    from .files import atomic_write_json, atomic_write_text
     from .spans import Record
 
     if args.format:
@@ -128,7 +129,7 @@ def _evaluate(argv, prog):
     check_output_files({"--output": args.output, "--html": args.html,
                         "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output)},
                        [path, ner.directory])
-    records, predicted, report, _ = ner.evaluate(path)
+    records, predicted, report, _ = evaluate_file(ner, path)
     gold = [r.entities for r in records]
     report["data"], report["model"] = path, args.model
     print(format_report(report))

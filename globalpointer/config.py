@@ -16,7 +16,6 @@ from .data.readers import JSON_PARSERS, TAGGED_JOINERS
 from .errors import ConfigError
 
 FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
-BACKENDS = ("auto", "dynamic", "paddle-inference", "onnxruntime")
 MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
 
 
@@ -32,6 +31,12 @@ def _head_names():
     from .model.heads import HEADS  # imports paddle: only when a head name is checked or printed
 
     return tuple(HEADS)
+
+
+def backend_names():
+    from .model.backends import BACKENDS  # imports paddle: only when a backend name is checked or printed
+
+    return ("auto", *BACKENDS)
 
 
 @dataclass
@@ -109,7 +114,7 @@ class TrainConfig:
 class InferenceConfig:
     backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference or "
                         "onnxruntime (an export); auto: onnxruntime for an export with model.onnx, else "
-                        "paddle-inference for an export, dynamic for a checkpoint", BACKENDS)
+                        "paddle-inference for an export, dynamic for a checkpoint", backend_names)
     precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: model.int8.onnx of an "
                           "export made with --quantize int8, on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
@@ -350,11 +355,9 @@ def validate(config: RunConfig) -> None:
     if config.train.rdrop_alpha < 0:
         raise ConfigError(f"train.rdrop_alpha must not be negative (0: off), got {config.train.rdrop_alpha}")
     if config.train.rdrop_alpha:
-        from .model.heads import span_head_names
+        from .model.heads import check_span_head
 
-        if config.model.head not in span_head_names():
-            raise ConfigError(f"train.rdrop_alpha needs a span head ({' or '.join(span_head_names())}); "
-                              f"model.head is {config.model.head}")
+        check_span_head(config.model.head, "train.rdrop_alpha")
     if config.train.adversarial_epsilon <= 0:
         raise ConfigError(f"train.adversarial_epsilon must be greater than 0, got {config.train.adversarial_epsilon}")
     if not 0 <= config.model.dropout < 1:

@@ -2,7 +2,7 @@
 import logging
 from typing import List, Sequence
 
-from .data.features import TextEncoder
+from .data.features import Featurizer
 from .data.readers import read_records
 from .model.encoders import is_chinese_vocabulary
 from .errors import DataError
@@ -44,6 +44,6 @@ def resolve_tokenization(mode: str, tokenizer) -> str:
     return "char" if is_chinese_vocabulary(tokenizer) else "subword"
 
 
-def text_encoder_for(tokenizer, tokenization: str, max_length: int, window_overlap: int) -> TextEncoder:
+def featurizer_for(tokenizer, tokenization: str, max_length: int, window_overlap: int) -> Featurizer:
     """``tokenization``: char or subword (what a trained model's record says, or ``resolve_tokenization``)."""
-    return TextEncoder(tokenizer, tokenization, max_length, window_overlap)
+    return Featurizer(tokenizer, tokenization, max_length, window_overlap)

@@ -12,7 +12,7 @@ import pytest
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
-from globalpointer.data.features import AlignmentReport, TextEncoder
+from globalpointer.data.features import AlignmentReport, Featurizer
 from globalpointer.data.readers import read_records
 from globalpointer.model.encoders import bert_tokenizer
 from globalpointer.errors import CheckpointError, ConfigError, DataError
@@ -277,7 +277,7 @@ def test_alignment_warning_suggests_char_mode_only_outside_it(caplog):
 def test_a_combining_accent_stays_with_its_letter(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "au", "lait"]))
-    encoder = TextEncoder(bert_tokenizer(str(vocab)), "subword", 64, 8)
+    encoder = Featurizer(bert_tokenizer(str(vocab)), "subword", 64, 8)
     text = "Cafe\u0301 au lait"
     assert encoder.tokenize(text).offsets == [(0, 5), (6, 8), (9, 13)]
 

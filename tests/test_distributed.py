@@ -5,11 +5,34 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from synthetic import tiny_config
 from conftest import ROOT
+from synthetic import tiny_config
 
+# train.py with paddle.DataParallel.no_sync either counted (MODE=no_sync) or replaced by a context
+# that syncs (MODE=synced: the all-reduce in every micro-batch, as before micro-batches skipped it)
+TRAIN_COUNTING_NO_SYNC = """
+import contextlib, os, sys
+import paddle
+from globalpointer.cli import main
+
+skipped = []
+no_sync = paddle.DataParallel.no_sync
+
+
+def counted(self):
+    skipped.append(1)
+    return no_sync(self) if os.environ["MODE"] == "no_sync" else contextlib.nullcontext()
+
+
+paddle.DataParallel.no_sync = counted
+code = main(["train", *sys.argv[1:]])
+with open(os.environ["COUNT"] + os.environ["PADDLE_TRAINER_ID"], "w") as out:
+    out.write(str(len(skipped)))
+sys.exit(code)
+"""
 
 
 @pytest.mark.slow
@@ -59,7 +82,7 @@ def test_only_the_main_process_decodes_the_dev_set():
     from types import SimpleNamespace
 
     from globalpointer.spans import Entity, Record
-    from globalpointer.training.loop import evaluate
+    from globalpointer.training.loop import evaluate_on_main
 
     class Counting:
         calls = 0
@@ -71,6 +94,36 @@ def test_only_the_main_process_decodes_the_dev_set():
     records = [Record("ab", [Entity(0, 1, "A")]), Record("cd", [])]
     main = SimpleNamespace(is_main=True, world_size=1)
     other = SimpleNamespace(is_main=False, world_size=1)
-    assert evaluate(Counting(), records, ["A"], main)["micro"]["f1"] == 2 / 3 and Counting.calls == 1
-    assert evaluate(Counting(), records, ["A"], other) is None and Counting.calls == 1
-    assert evaluate(Counting(), [], ["A"], main) is None
+    report, f1 = evaluate_on_main(Counting(), records, ["A"], main)
+    assert report["micro"]["f1"] == f1 == 2 / 3 and Counting.calls == 1
+    assert evaluate_on_main(Counting(), records, ["A"], other) == (None, 0.0) and Counting.calls == 1
+    assert evaluate_on_main(Counting(), [], ["A"], main) == (None, None)
+
+
+@pytest.mark.slow
+def test_accumulation_under_data_parallel_all_reduces_once_per_step(tmp_path):
+    """With train.grad_accum_steps=2 each step's first micro-batch skips the all-reduce (no_sync) and
+    the run ends with the weights of a run that all-reduces every micro-batch."""
+    from globalpointer.model.weights import read_state
+
+    config = tiny_config(tmp_path, train__epochs=2, train__grad_accum_steps=2)
+    script = tmp_path / "train_counting.py"
+    script.write_text(TRAIN_COUNTING_NO_SYNC)
+    weights, summaries = {}, {}
+    for mode in ("no_sync", "synced"):
+        command = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir",
+                   str(tmp_path / f"log-{mode}"), str(script), "--config", config, "--set",
+                   f"output_dir={tmp_path / mode}"]
+        env = {**os.environ, "MODE": mode, "COUNT": str(tmp_path / f"count-{mode}-")}
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        weights[mode] = read_state(str(tmp_path / mode / "last" / "model.safetensors"))
+        summaries[mode] = json.load(open(tmp_path / mode / "summary.json"))
+        batches = math.ceil(summaries[mode]["train_windows"] / 16 / 2)  # per process and epoch
+        steps = summaries[mode]["steps"]
+        assert steps == 2 * math.ceil(batches / 2)
+        for rank in "01":  # a step of two batches skips once, an epoch's last step of one batch never
+            assert int(open(tmp_path / f"count-{mode}-{rank}").read()) == 2 * (batches // 2)
+    assert summaries["no_sync"]["best_dev_f1"] == summaries["synced"]["best_dev_f1"]
+    for name, value in weights["synced"].items():
+        np.testing.assert_allclose(weights["no_sync"][name], value, rtol=1e-4, atol=1e-5, err_msg=name)

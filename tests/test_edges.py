@@ -252,7 +252,7 @@ def test_a_diverging_run_stops_and_saves_nothing_from_it(tmp_path, capsys):
     assert "training diverged" in err and "lower it, e.g. --set train.lr=1e+29" in err
     for name in ("best", "last"):
         if (tmp_path / "run" / name).exists():
-            state = load_checkpoint(str(tmp_path / "run" / name)).model.state_dict()
+            state = load_checkpoint(str(tmp_path / "run" / name)).network.state_dict()
             assert all(np.isfinite(value.numpy()).all() for value in state.values())
 
 

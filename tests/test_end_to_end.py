@@ -137,13 +137,13 @@ def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):
     import time
 
     from globalpointer.config import load_config
-    from globalpointer.checkpoint import build_model
+    from globalpointer.model.network import build_network
     from globalpointer.training.loop import train
 
     calls = {"loss": 0, "decode": 0}
 
-    def build(config, encoder, num_types):
-        model = build_model(config, encoder, num_types)
+    def build(settings, encoder, num_types):
+        model = build_network(settings, encoder, num_types)
         loss, decode = model.head.loss, model.head.decode
 
         def counted_loss(*args):
@@ -177,15 +177,15 @@ def test_head_initialisation_does_not_depend_on_encoder_loading(tmp_path, monkey
 
     from globalpointer.training import loop as training
     from globalpointer.config import load_config
-    from globalpointer.checkpoint import build_model
+    from globalpointer.model.network import build_network
 
     class Built(Exception):
         pass
 
     initial = []
 
-    def build(config, encoder, num_types):
-        initial.append(build_model(config, encoder, num_types).head.dense.weight.numpy())
+    def build(settings, encoder, num_types):
+        initial.append(build_network(settings, encoder, num_types).head.dense.weight.numpy())
         raise Built
 
     config = tiny_config(tmp_path)

@@ -2,7 +2,7 @@
 import pytest
 
 from globalpointer.data.batching import collate, length_grouped_batches, padding_aware_batches
-from globalpointer.data.features import AlignmentReport, TextEncoder, window_entities
+from globalpointer.data.features import AlignmentReport, Featurizer, window_entities
 from globalpointer.model.encoders import bert_tokenizer, build_tiny
 from globalpointer.spans import Entity, Record, TokenSpan
 
@@ -14,7 +14,7 @@ def tokenizer():
 
 def test_char_tokens_round_trip_offsets(tokenizer):
     text = "我在 New York 用ｉＰｈｏｎｅ😀，Ａ股 ok"
-    tokens = TextEncoder(tokenizer, "char", 64, 8).tokenize(text)
+    tokens = Featurizer(tokenizer, "char", 64, 8).tokenize(text)
     assert [text[s:e] for s, e in tokens.offsets] == [c for c in text if not c.isspace()]
     vocab = tokenizer.vocab.token_to_idx
     ids = dict(zip([text[s:e] for s, e in tokens.offsets], tokens.ids))
@@ -25,7 +25,7 @@ def test_char_tokens_round_trip_offsets(tokenizer):
 
 def test_subword_offsets_point_into_the_original_text(tokenizer):
     text = "Peter  Blackburn visited 中国 😀 today"
-    tokens = TextEncoder(tokenizer, "subword", 64, 8).tokenize(text)
+    tokens = Featurizer(tokenizer, "subword", 64, 8).tokenize(text)
     pieces = [text[s:e] for s, e in tokens.offsets]
     assert "中" in pieces and "国" in pieces and "😀" in pieces
     assert all(p and not p[0].isspace() and not p[-1].isspace() for p in pieces)
@@ -35,7 +35,7 @@ def test_subword_offsets_point_into_the_original_text(tokenizer):
 def test_gold_alignment_reports_spans_inside_a_token(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "visit", "blackburn", "and", "leeds"]))
-    encoder = TextEncoder(bert_tokenizer(str(vocab)), "subword", 64, 8)
+    encoder = Featurizer(bert_tokenizer(str(vocab)), "subword", 64, 8)
     record = Record("visit Blackburn and Leeds", [Entity(6, 11, "X"), Entity(20, 25, "Y")], "f:1")
     tokens = encoder.tokenize(record.text)
     assert tokens.offsets == [(0, 5), (6, 15), (16, 19), (20, 25)]
@@ -46,7 +46,7 @@ def test_gold_alignment_reports_spans_inside_a_token(tmp_path):
 
 
 def test_windows_cover_long_text_and_own_each_token_once(tokenizer):
-    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)  # 10 tokens, step 6
+    encoder = Featurizer(tokenizer, "char", max_length=12, window_overlap=4)  # 10 tokens, step 6
     text = "一二三四五六七八九十" * 5  # 50 characters
     tokens = encoder.tokenize(text)
     windows = encoder.windows(0, tokens)
@@ -61,7 +61,7 @@ def test_windows_cover_long_text_and_own_each_token_once(tokenizer):
 
 
 def test_window_spans_map_back_to_original_characters(tokenizer):
-    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)
+    encoder = Featurizer(tokenizer, "char", max_length=12, window_overlap=4)
     text = "甲 乙丙丁戊己庚辛壬癸子丑寅卯辰巳午未申酉戌亥"
     tokens = encoder.tokenize(text)
     entity = Entity(text.index("寅"), text.index("辰") + 1, "X")
@@ -76,7 +76,7 @@ def test_window_spans_map_back_to_original_characters(tokenizer):
 
 
 def test_spans_that_fit_no_window_are_counted(tokenizer):
-    encoder = TextEncoder(tokenizer, "char", max_length=8, window_overlap=2)  # 6 tokens per window
+    encoder = Featurizer(tokenizer, "char", max_length=8, window_overlap=2)  # 6 tokens per window
     text = "一二三四五六七八九十"
     records = [Record(text, [Entity(0, 7, "X"), Entity(1, 3, "X")], "f:1")]
     windows, report = encoder.training_windows(records, {"X": 0})
@@ -85,7 +85,7 @@ def test_spans_that_fit_no_window_are_counted(tokenizer):
 
 
 def test_collate_pads_and_masks(tokenizer):
-    encoder = TextEncoder(tokenizer, "char", 16, 4)
+    encoder = Featurizer(tokenizer, "char", 16, 4)
     records = [Record("北京欢迎你", [Entity(0, 2, "LOC")]), Record("好", [])]
     windows, _ = encoder.training_windows(records, {"LOC": 0, "PER": 1})
     batch = collate(windows, encoder.pad_id)
@@ -151,7 +151,7 @@ def test_span_conversions_round_trip_through_windows_and_characters(tokenizer):
     window of a long text: each conversion is spans.py's, and a span survives the whole trip."""
     from globalpointer.spans import CLS_POSITIONS, TokenIndex, characters, from_input, to_input
 
-    encoder = TextEncoder(tokenizer, "char", max_length=12, window_overlap=4)
+    encoder = Featurizer(tokenizer, "char", max_length=12, window_overlap=4)
     text = "一二 三四五六七八九十" * 4
     tokens = encoder.tokenize(text)
     index = TokenIndex(tokens.offsets)

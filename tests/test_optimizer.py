@@ -4,8 +4,8 @@ import paddle
 
 from globalpointer.config import load_config
 from globalpointer.model.encoders import build_tiny
-from globalpointer.checkpoint import build_model
-from globalpointer.training.loop import build_optimizer
+from globalpointer.model.network import build_network
+from globalpointer.training.step import build_optimizer
 
 
 def one_step(lr, head_lr):
@@ -13,7 +13,7 @@ def one_step(lr, head_lr):
     config = load_config(None, [f"train.lr={lr}", f"train.head_lr={head_lr}", "train.warmup_ratio=0",
                                 "train.weight_decay=0", "model.head_size=8"])
     encoder = build_tiny(hidden_size=16, layers=1)
-    model = build_model(config, encoder, 2)
+    model = build_network(config.model, encoder, 2)
     optimizer, _ = build_optimizer(model, config, total_steps=10)
     before = {name: value.numpy().copy() for name, value in model.named_parameters()}
     ids = paddle.to_tensor([[2, 10, 11, 12, 3]])

@@ -9,11 +9,11 @@ import pytest
 import globalpointer
 from globalpointer.config import ModelConfig
 from globalpointer.data.batching import collate, collate_rows, pack_rows, split_row
-from globalpointer.data.features import TextEncoder
+from globalpointer.data.features import Featurizer
 from globalpointer.model.encoders import build_tiny
 from globalpointer.inference.extractor import model_inputs
 from globalpointer.model.masks import MASKED_LOGIT, span_mask, text_attention
-from globalpointer.checkpoint import SpanModel
+from globalpointer.model.network import build_network
 from globalpointer.model.reference import open_cells
 from globalpointer.spans import TokenSpan
 
@@ -67,19 +67,19 @@ def test_split_row_gives_each_window_its_spans_over_its_own_positions():
 def test_a_row_of_three_texts_scores_each_text_as_if_it_were_alone(head):
     paddle.seed(3)
     encoder = build_tiny()
-    model = SpanModel(encoder.model, encoder.hidden_size, 3, ModelConfig(head=head, head_size=16))
+    model = build_network(ModelConfig(head=head, head_size=16), encoder, 3)
     model.eval()
     assert model.packs_texts
-    text_encoder = TextEncoder(encoder.tokenizer, "char", 32, 8)
-    windows = text_encoder.text_windows(["北京欢迎你", "张三在上海读书", "好"])
-    alone = model(**model_inputs(collate(windows, text_encoder.pad_id))).numpy()
-    packed_inputs = model_inputs(collate_rows([windows], text_encoder.pad_id))
+    featurizer = Featurizer(encoder.tokenizer, "char", 32, 8)
+    windows = featurizer.text_windows(["北京欢迎你", "张三在上海读书", "好"])
+    alone = model(**model_inputs(collate(windows, featurizer.pad_id))).numpy()
+    packed_inputs = model_inputs(collate_rows([windows], featurizer.pad_id))
     packed = model(**packed_inputs).numpy()
     assert packed.shape[0] == 1 and packed_inputs["attention_mask"].numpy().max() == 3
     start = 0
     for i, window in enumerate(windows):
         n = len(window.input_ids)
-        open_ = open_cells(collate([window], text_encoder.pad_id)["token_mask"] > 0)[0]
+        open_ = open_cells(collate([window], featurizer.pad_id)["token_mask"] > 0)[0]
         block = packed[0][:, start:start + n, start:start + n]
         np.testing.assert_allclose(np.where(open_, block, 0), np.where(open_, alone[i][:, :n, :n], 0), atol=2e-5)
         start += n
@@ -101,17 +101,18 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
     packed = globalpointer.load(model, backend=backend)
     assert packed.extractor.pack_texts
     texts_per_row, row_lengths = [], []
-    call = packed.extractor.model.__call__
+    network = packed.extractor.model
 
     def counting(**inputs):
         texts_per_row.append(int(inputs["attention_mask"].numpy().max()))
         row_lengths.append(inputs["input_ids"].shape[1])
-        return call(**inputs)
-    packed.extractor.model = type("Counted", (), {"__call__": staticmethod(counting), "packs_texts": True})()
+        return network(**inputs)
+    packed.extractor.model = type("Counted", (), {"__call__": staticmethod(counting), "packs_texts": True,
+                                                  "decode": staticmethod(network.decode)})()
     one_per_row = globalpointer.load(model, backend=backend, inference__pack_texts=False)
     with_packing, without = list(packed.pipe(texts)), list(one_per_row.pipe(texts))
     assert max(texts_per_row) > 1  # rows did hold several texts
-    longest = max(len(w.input_ids) for w in packed.extractor.text_encoder.text_windows(texts))
+    longest = max(len(w.input_ids) for w in packed.extractor.featurizer.text_windows(texts))
     assert max(row_lengths) == longest  # and none is longer than a row of one text
     assert [[(e["start"], e["end"], e["type"]) for e in found] for found in with_packing] == \
         [[(e["start"], e["end"], e["type"]) for e in found] for found in without]
@@ -139,7 +140,7 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
             return self.model(input_ids, attention_mask, token_mask.astype("int64"))
 
     spec = INPUT_SPEC[:2] + [paddle.static.InputSpec([None, None], "bool", "token_mask")]
-    static = paddle.jit.to_static(EarlierExport(load_checkpoint(str(checkpoint)).model), input_spec=spec, full_graph=True)
+    static = paddle.jit.to_static(EarlierExport(load_checkpoint(str(checkpoint)).network), input_spec=spec, full_graph=True)
     paddle.jit.save(static, str(tmp_path / "earlier" / PROGRAM[:-len(".json")]))
     for name in os.listdir(checkpoint):
         if name.endswith((".json", ".yaml", ".txt")):

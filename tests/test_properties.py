@@ -8,7 +8,7 @@ import tempfile
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from globalpointer.data.features import TextEncoder, window_entities
+from globalpointer.data.features import Featurizer, window_entities
 from globalpointer.data.readers import read_records, write_jsonl_records
 from globalpointer.model.encoders import bert_tokenizer, tiny_vocabulary, write_vocab
 from globalpointer.spans import Entity, Record
@@ -139,7 +139,7 @@ TOKENIZER = bert_tokenizer(_VOCAB)
 @SETTINGS
 @given(TEXTS, st.sampled_from(["char", "subword"]), st.data())
 def test_token_spans_come_back_as_the_same_characters_once(text, mode, data):
-    encoder = TextEncoder(TOKENIZER, mode, max_length=12, window_overlap=4)
+    encoder = Featurizer(TOKENIZER, mode, max_length=12, window_overlap=4)
     tokens = encoder.tokenize(text)
     assume(tokens.ids)
     for (start, end), (next_start, _) in zip(tokens.offsets, tokens.offsets[1:] + [(len(text), None)]):

@@ -7,16 +7,16 @@ import pytest
 
 from globalpointer.config import load_config
 from globalpointer.model.encoders import load_encoder
-from globalpointer.checkpoint import build_model
+from globalpointer.model.network import build_network
 from globalpointer.training.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
-from globalpointer.training.loop import build_optimizer, forward_backward
+from globalpointer.training.step import build_optimizer, forward_backward
 from synthetic import tiny_config
 
 
 def tiny_model(*overrides):
     paddle.seed(0)
     config = load_config(overrides=["model.encoder=tiny", "model.head_size=8", *overrides])
-    return config, build_model(config, load_encoder("tiny"), 2)
+    return config, build_network(config.model, load_encoder("tiny"), 2)
 
 
 def tiny_batch():

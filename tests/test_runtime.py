@@ -2,7 +2,7 @@ import pytest
 
 from globalpointer.errors import ConfigError
 from globalpointer.runtime import choose_device, cpu_thread_count
-from globalpointer.training.loop import amp_dtype, step_seed
+from globalpointer.training.step import amp_dtype, step_seed
 
 
 def test_auto_device_falls_back_to_cpu_and_gpu_is_checked():

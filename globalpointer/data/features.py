@@ -54,8 +54,9 @@ class AlignmentReport:
                         name, len(self.unwindowed), "; ".join(self.unwindowed[:3]))
 
 
-class TextEncoder:
-    """Splits text into tokens with character offsets and cuts token sequences into windows."""
+class Featurizer:
+    """Texts -> token features: tokens with character offsets (the tokenizer), cut into windows of
+    at most ``max_length`` tokens with [CLS] and [SEP] (``window_overlap`` tokens shared)."""
 
     def __init__(self, tokenizer, mode: str, max_length: int, window_overlap: int):
         if mode not in ("char", "subword"):

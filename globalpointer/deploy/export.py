@@ -21,8 +21,8 @@ from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                     swap_in_directory)
-from ..model.heads import HEADS, span_head_names
-from ..checkpoint import LEGACY_WEIGHTS, THRESHOLDS, WEIGHTS, load_checkpoint
+from ..model.heads import check_span_head
+from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint
 
 log = logging.getLogger("globalpointer")
 
@@ -68,7 +68,7 @@ def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
         path = os.path.join(checkpoint, name)
         if os.path.islink(path):
             links.append(name)
-        elif name not in (WEIGHTS, LEGACY_WEIGHTS) and os.path.isfile(path):
+        elif name != WEIGHTS and os.path.isfile(path):
             shutil.copy(path, target)
     return links
 
@@ -79,12 +79,10 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     output = os.path.normpath(output)
     check_export_target(output, checkpoint, requested)
     loaded = load_checkpoint(checkpoint)
-    if not HEADS[loaded.config.model.head].span_scores:
-        raise UserError(f"{checkpoint}: model.head={loaded.config.model.head} cannot be exported; "
-                        f"export supports {' and '.join(span_head_names())}")
+    check_span_head(loaded.config.model.head, f"export ({checkpoint})")
     partial = partial_directory(output)
     try:
-        save_static(loaded.model, partial)
+        save_static(loaded.network, partial)
         links = copy_checkpoint_files(loaded.directory, partial)
         if links:
             log.warning("%s: symbolic links not copied into the export: %s", loaded.directory, ", ".join(links))
@@ -94,7 +92,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             quantize_onnx(partial)
         files = sorted(os.listdir(partial))
         with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"format_version": FORMAT_VERSION, "packs_texts": loaded.model.packs_texts,
+            json.dump({"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts,
                        MANIFEST_KEY: files}, out, indent=1)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     except BaseException:
@@ -146,13 +144,14 @@ def quantize_onnx(directory: str) -> str:
 
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` and ``model.int8.onnx`` on one labelled file."""
+    from ..evaluation.evaluate import evaluate_file
     from ..inference.pipeline import load
 
     rows, found = [], {}
     for precision in ("float32", "int8"):
         ner = load(directory, [f"inference.precision={precision}", "inference.backend=onnxruntime"])
         ner.extractor.extract(["北京大学的张三在上海", "Alice met Bob in Paris"] * 4)  # warm-up: a session's first run allocates
-        records, found[precision], report, seconds = ner.evaluate(data_path)
+        records, found[precision], report, seconds = evaluate_file(ner, data_path)
         rows.append({"model": precision, "f1": round(100 * report["micro"]["f1"], 2),
                      "texts_per_second": round(len(records) / seconds, 1),
                      "megabytes": round(os.path.getsize(os.path.join(directory, onnx_file(precision))) / 1e6, 1)})

@@ -303,9 +303,9 @@ def create_app(ner, limits: ServeConfig):
     class ExtractResponse(BaseModel):
         results: List[Result]
 
-    text_encoder = ner.extractor.text_encoder
+    featurizer = ner.extractor.featurizer
     batcher = MicroBatcher(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits.batch_texts,
-                           limits.batch_wait_ms, pass_chars=limits.rows_per_pass * text_encoder.window_size)
+                           limits.batch_wait_ms, pass_chars=limits.rows_per_pass * featurizer.window_size)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -355,7 +355,7 @@ def create_app(ner, limits: ServeConfig):
                                          f"{limits.max_text_chars}")
         # A token is at least one character: only a request longer than the budget in characters is tokenized.
         if sum(map(len, texts)) > limits.max_request_tokens:
-            tokens = await run_in_threadpool(text_encoder.count_tokens, texts)
+            tokens = await run_in_threadpool(featurizer.count_tokens, texts)
             if tokens > limits.max_request_tokens:
                 raise HTTPException(413, f"the texts hold {tokens} tokens; serve.max_request_tokens is "
                                          f"{limits.max_request_tokens}: split the request")

@@ -14,9 +14,9 @@ import os
 from typing import Dict, List, Sequence
 
 from ..model.decode import select_flat, sigmoid
-from ..errors import UserError
-from .metrics import span_report
 from ..spans import Entity
+from .evaluate import labelled_records
+from .metrics import span_report
 
 log = logging.getLogger("globalpointer")
 
@@ -83,19 +83,15 @@ def calibrate(ner, data_path: str) -> dict:
     """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
     labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
     the report (thresholds, F1 before and after per type)."""
-    from ..corpus import check_types, load_records
-    from ..files import atomic_write_json, check_output_file
-    from ..model.heads import HEADS, span_head_names
     from ..checkpoint import THRESHOLDS
+    from ..files import atomic_write_json, check_output_file
+    from ..model.heads import check_span_head
 
     config, labels = ner.config, ner.labels
-    if not HEADS[config.model.head].span_scores:
-        raise UserError(f"model.head={config.model.head} has no span scores to threshold; calibration needs "
-                        f"{' or '.join(span_head_names())}")
+    check_span_head(config.model.head, "calibration (thresholds on span scores)")
     path = os.path.join(ner.directory, THRESHOLDS)
     check_output_file(path, "--model", [data_path])
-    records = load_records(data_path, **config.data.reading)
-    check_types(records, labels)
+    records = labelled_records(data_path, config.data.reading, labels)
     gold = [r.entities for r in records]
     flat, default = config.model.decode == "flat", config.model.threshold
     candidates = candidate_entities(ner.extractor, [r.text for r in records], min(GRID + (default,)))

@@ -4,7 +4,7 @@ from typing import Callable, Generator, List, Sequence
 import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
-from ..data.features import TextEncoder, window_entities
+from ..data.features import Featurizer, window_entities
 from ..model.decode import Threshold, select_flat
 from ..spans import Entity
 
@@ -16,17 +16,16 @@ def model_inputs(batch: dict) -> dict:
 class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
-    def __init__(self, model: Callable, text_encoder: TextEncoder, labels: Sequence[str], decode: str = "nested",
-                 threshold: Threshold = 0.0, batch_size: int = 64, decoder: Callable = None, pack_texts: bool = False):
-        """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, ``decoder`` maps
-        (outputs, token_mask, threshold) to token spans: the model's head's by default.
+    def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
+                 threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False):
+        """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, and its ``decode``
+        maps (outputs, token_mask, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
         ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
         costs more than in a batch without sharing), where the model can read several texts in a row
         (its ``packs_texts``); otherwise a row per window."""
         self.model = model
-        self.decoder = decoder or model.head.decode
-        self.text_encoder = text_encoder
+        self.featurizer = featurizer
         self.labels = list(labels)
         self.flat = decode == "flat"
         self.threshold = threshold
@@ -44,16 +43,16 @@ class Extractor:
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
-        windows = self.text_encoder.text_windows(texts)
+        windows = self.featurizer.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
         batches = prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts)
         for done, members in enumerate(batches, 1):
             with paddle.no_grad():
                 inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
-                                                   self.text_encoder.pad_id))
+                                                   self.featurizer.pad_id))
                 outputs = self.model(**inputs)
-                for row, spans in zip(members, self.decoder(outputs, inputs["token_mask"], self.threshold)):
+                for row, spans in zip(members, self.model.decode(outputs, inputs["token_mask"], self.threshold)):
                     for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
                         entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
             yield len(batches) - done

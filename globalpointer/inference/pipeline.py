@@ -12,22 +12,14 @@
 ``model.calibrated_thresholds`` is false.
 """
 import logging
-import time
-from typing import Dict, Generator, Iterable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence
 
 from ..config import RunConfig, yaml_scalar
-from .extractor import run_steps
 from ..runtime import Runtime
-from ..spans import Entity, Record
+from ..spans import Record
+from .extractor import run_steps
 
 log = logging.getLogger("globalpointer")
-
-
-class Evaluation(NamedTuple):
-    records: List[Record]  # the labelled file, read
-    predicted: List[List[Entity]]  # per record
-    report: dict  # span_report, with error_summary as "errors"
-    seconds: float  # of prediction alone
 
 
 class Pipeline:
@@ -59,22 +51,12 @@ class Pipeline:
     def _predict(self, texts: Sequence[str]) -> Iterator[List[dict]]:
         yield from run_steps(self.predict_steps(texts))
 
-    def evaluate(self, path: str) -> Evaluation:
-        """Span precision / recall / F1 of the model on the labelled file ``path`` (read as the model's
-        config reads files), the error kinds, and what it predicted: the one evaluate-a-file of
-        evaluate.py and ``export --verify``."""
-        from ..corpus import check_types, load_records
-        from ..evaluation.metrics import error_summary, span_report
+    def evaluate(self, path: str):
+        """Span precision / recall / F1 on the labelled file ``path``, the error kinds, and what was
+        predicted (``evaluation.evaluate.evaluate_file``: what evaluate.py reports)."""
+        from ..evaluation.evaluate import evaluate_file
 
-        records = load_records(path, **self.config.data.reading)
-        check_types(records, self.labels)
-        started = time.perf_counter()
-        predicted = self.extractor.extract([record.text for record in records])
-        seconds = time.perf_counter() - started
-        gold = [record.entities for record in records]
-        report = span_report(gold, predicted, self.labels)
-        report["errors"] = error_summary(gold, predicted, self.labels)
-        return Evaluation(records, predicted, report, seconds)
+        return evaluate_file(self, path)
 
     def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
@@ -121,27 +103,19 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
 
     ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..model.backends import InferenceModel, OnnxModel, choose_backend, onnx_file
-    from ..corpus import text_encoder_for
-    from .extractor import Extractor
-    from ..checkpoint import THRESHOLDS, build_from_checkpoint, read_thresholds
+    from ..checkpoint import THRESHOLDS, read_thresholds
+    from ..corpus import featurizer_for
+    from ..model.backends import BACKENDS, Settings, choose_backend
     from ..runtime import cpu_thread_count, setup_runtime
+    from .extractor import Extractor
 
-    directory, config, record, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
-    labels = record.labels
+    directory, config, trained_for, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
+    labels = trained_for.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
     chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
-    threads = cpu_thread_count(config.cpu_threads, runtime.world_size)
-    if chosen == "dynamic":
-        network, decoder = build_from_checkpoint(directory, config, record, tokenizer).model, None
-    elif chosen == "paddle-inference":
-        network = InferenceModel(directory, config.model.tril_mask, threads, runtime.device,
-                                 config.inference.precision, config.inference.tensorrt)
-        decoder = network.decode
-    else:
-        network = OnnxModel(directory, config.model.tril_mask, threads, runtime.device,
-                            onnx_file(config.inference.precision))
-        decoder = network.decode
+    network = BACKENDS[chosen].build(directory, Settings(
+        config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size), runtime.device,
+        config.inference.precision, config.inference.tensorrt))
     threshold = config.model.threshold
     calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
     if calibrated is not None:
@@ -150,8 +124,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
                  THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
                  config.model.threshold)
     log.info("%s: %s backend on %s", directory, chosen, runtime.device)
-    extractor = Extractor(network, text_encoder_for(tokenizer, record.tokenization, config.data.max_length,
+    extractor = Extractor(network, featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
                                                     config.data.window_overlap), labels, config.model.decode,
-                          threshold, window_batch_size or config.train.eval_batch_size, decoder,
-                          config.inference.pack_texts)
+                          threshold, window_batch_size or config.train.eval_batch_size,
+                          pack_texts=config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -1,16 +1,18 @@
-"""Where an exported model runs: Paddle Inference or ONNX Runtime, on the CPU or a GPU.
+"""Where a model runs: its network in Paddle's dynamic graph (a checkpoint), or an export in Paddle
+Inference or ONNX Runtime, on the CPU or a GPU.
 
-Both take the dynamic model's call signature (input_ids, attention_mask, token_mask -> logits) and
-its head's decoding, so the Extractor does not know which one it drives.  ``choose_backend`` picks
-one for a model directory: ``auto`` takes ONNX Runtime where the export has ``model.onnx`` (the
-fastest on CPU, docs/PERFORMANCE.md), Paddle Inference for an export without it, and the dynamic
-graph for a checkpoint.  Nothing falls back silently: a backend or device that cannot be had is an
-error saying how to get it.
+``BACKENDS`` is the one table of them (name -> what it runs and how it is built); the config's
+choices come from it.  Every backend takes the network's call signature (input_ids,
+attention_mask, token_mask -> logits) and has its head's ``decode``, so the Extractor does not
+know which one it drives.  ``choose_backend`` picks one for a model directory: ``auto`` takes ONNX
+Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/PERFORMANCE.md), Paddle
+Inference for an export without it, and the dynamic graph for a checkpoint.  Nothing falls back
+silently: a backend or device that cannot be had is an error saying how to get it.
 """
 import importlib.util
 import json
 import os
-from typing import List, NamedTuple
+from typing import Callable, Dict, List, NamedTuple
 
 import numpy as np
 import paddle
@@ -18,6 +20,7 @@ import paddle
 from ..errors import CheckpointError, ConfigError
 from ..files import check_format_version
 from .heads import decode_span_logits
+from .network import load_network
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
 EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
@@ -52,7 +55,6 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
     """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
     has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
     export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
-    export_hint = "globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx"
     if precision == "int8":
         if requested not in ("auto", "onnxruntime"):
             raise ConfigError(f"inference.precision=int8 runs on onnxruntime, not {requested}")
@@ -64,11 +66,12 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
         if onnx and has_onnxruntime:
             return "onnxruntime"
         return "paddle-inference" if export else "dynamic"
-    if requested == "dynamic" and export:
-        raise ConfigError(f"inference.backend=dynamic needs a checkpoint directory; {directory} is an export "
+    if BACKENDS[requested].runs_export and not export:
+        raise ConfigError(f"inference.backend={requested} runs an export; {directory} is a checkpoint: "
+                          f"globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx")
+    if export and not BACKENDS[requested].runs_export:
+        raise ConfigError(f"inference.backend={requested} needs a checkpoint directory; {directory} is an export "
                           f"(use paddle-inference or onnxruntime, or point --model at RUN/best)")
-    if requested in ("paddle-inference", "onnxruntime") and not export:
-        raise ConfigError(f"inference.backend={requested} runs an export; {directory} is a checkpoint: {export_hint}")
     if requested == "onnxruntime":
         if not onnx:
             raise ConfigError(f"inference.backend=onnxruntime: {directory} has no {ONNX}; export again with --onnx")
@@ -88,7 +91,7 @@ def onnx_providers(on_gpu: bool, available: List[str]) -> List[str]:
 
 
 class PaddleInferenceSettings(NamedTuple):
-    """What ``InferenceModel`` asks of Paddle Inference; a pure function of the config, so tested on CPU."""
+    """What ``PaddleInferenceModel`` asks of Paddle Inference; a pure function of the config, so tested on CPU."""
     gpu_id: int  # -1: the CPU
     half_precision: bool
     tensorrt: bool
@@ -146,7 +149,7 @@ class _ExportedModel:
         return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
 
 
-class InferenceModel(_ExportedModel):
+class PaddleInferenceModel(_ExportedModel):
     """A Paddle Inference predictor over ``inference.json`` + ``inference.pdiparams``."""
 
     def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
@@ -215,3 +218,40 @@ class OnnxModel(_ExportedModel):
         feed = {name: value.numpy().astype(dtype, copy=False)
                 for name, value, dtype in zip(self.input_names, (input_ids, attention_mask, token_mask), self.input_dtypes)}
         return paddle.to_tensor(self.session.run(None, feed)[0])
+
+
+class Settings(NamedTuple):
+    """What building a backend needs besides the model directory."""
+    model: object  # a run config's model section (head, head_size, rope, tril_mask, loss, dropout)
+    num_types: int
+    tokenizer: object  # the directory's vocabulary (the dynamic graph rebuilds its encoder with it)
+    threads: int
+    device: str
+    precision: str
+    tensorrt: bool
+
+
+def _dynamic(directory: str, settings: Settings):
+    return load_network(directory, settings.model, settings.num_types, settings.tokenizer)[0]
+
+
+def _paddle_inference(directory: str, settings: Settings):
+    return PaddleInferenceModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                                settings.precision, settings.tensorrt)
+
+
+def _onnxruntime(directory: str, settings: Settings):
+    return OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                     onnx_file(settings.precision))
+
+
+class Backend(NamedTuple):
+    runs_export: bool  # an export directory (globalpointer export); otherwise a checkpoint
+    build: Callable[[str, Settings], Callable]  # (directory, settings) -> a network with decode and packs_texts
+
+
+BACKENDS: Dict[str, Backend] = {
+    "dynamic": Backend(False, _dynamic),
+    "paddle-inference": Backend(True, _paddle_inference),
+    "onnxruntime": Backend(True, _onnxruntime),
+}

@@ -5,6 +5,8 @@ that can never be a span (padding, special tokens, end before start) have ``MASK
 which sends them far below any threshold and makes them vanish under exp() in the loss.
 Every head also owns its training loss and its decoding, so the loop and the predictor need not know
 which head they drive (see ``taggers.py`` for the token-classification baselines).
+The plain float64 formulas they are tested against: ``reference.global_pointer_scores`` and
+``reference.efficient_global_pointer_scores``.
 """
 import math
 
@@ -18,6 +20,7 @@ from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span
 from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
+from ..errors import ConfigError
 from ..spans import TokenSpan
 
 
@@ -158,3 +161,10 @@ def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64,
 
 def span_head_names() -> List[str]:
     return [name for name, spec in HEADS.items() if spec.span_scores]
+
+
+def check_span_head(head: str, needed_by: str) -> None:
+    """A ConfigError unless ``head`` scores spans (what calibration, export and R-Drop work on)."""
+    if not HEADS[head].span_scores:
+        raise ConfigError(f"{needed_by} needs a span head (model.head={' or '.join(span_head_names())}); "
+                          f"model.head={head} tags tokens")

@@ -1,7 +1,8 @@
 """Multilabel categorical cross-entropy (Su, 2020) over span cells, dense and sparse.
 
 For each (example, type):  L = log(1 + sum_{neg} e^{s}) + log(1 + sum_{pos} e^{-s}),
-where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp.
+where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp; the plain
+formula and its gradient are ``reference.multilabel_cross_entropy(_gradient)``.
 
 The logits are the heads' output: masked cells already carry ``MASKED_LOGIT``, so they vanish from
 the negative sums without another pass over ``[batch, types, L, L]``; the ``mask`` argument only

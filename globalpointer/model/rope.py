@@ -3,6 +3,7 @@
 For position m and pair i of a vector of size d, theta_i = base^(-2i/d) and the pair
 (x_{2i}, x_{2i+1}) is rotated by the angle m * theta_i.  Then <R_m q, R_n k> depends only on
 n - m, which is what lets GlobalPointer's span scores generalise across positions.
+The plain formula, one pair at a time: ``reference.rope``.
 """
 import numpy as np
 import paddle

@@ -7,6 +7,7 @@ the efficient head's scores + loss + backward peak at two tensors of that size (
 copy or gradient) instead of five: measured, 2.1 against 5.1 times 420 MB.
 Each function here computes exactly what the one-line autograd expression in its docstring does; the
 tests hold them to it, values and gradients.  In a static graph (export) the plain expression runs.
+The float64 formulas behind both: ``reference.py``.
 """
 import paddle
 from paddle.autograd import PyLayer

@@ -1,0 +1,80 @@
+"""The network: encoder -> dropout -> span head, over rows that may hold several texts.
+
+``attention_mask`` and ``token_mask`` number the texts of each row (masks.py), so every text of a
+row is encoded and scored as if it were alone.  ``WEIGHTS`` is where a model directory keeps the
+network's weights (safetensors: read as data, never executed).
+"""
+import inspect
+import os
+from typing import Tuple
+
+import paddle
+from paddle import nn
+
+from ..errors import CheckpointError
+from .encoders import Encoder, encoder_architecture
+from .heads import build_head
+from .linear_autograd import use_training_linear
+from .masks import text_attention
+from .weights import mismatches, read_state, summary
+
+WEIGHTS = "model.safetensors"
+
+
+class SpanNetwork(nn.Layer):
+    def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float):
+        super().__init__()
+        self.encoder = use_training_linear(encoder)
+        self.dropout = nn.Dropout(dropout)
+        self.head = head
+        self.takes_positions = "position_ids" in inspect.signature(encoder.forward).parameters
+
+    @property
+    def packs_texts(self) -> bool:
+        """Whether a row may hold several texts: the encoder must take position ids (to start each
+        text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
+        return self.takes_positions and self.head.packs_texts
+
+    def forward(self, input_ids, attention_mask, token_mask):
+        bias, position_ids = text_attention(attention_mask)
+        positions = {"position_ids": position_ids} if self.takes_positions else {}
+        output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions)
+        hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        return self.head(self.dropout(hidden), token_mask)
+
+    def decode(self, logits, token_mask, threshold):
+        return self.head.decode(logits, token_mask, threshold)
+
+
+def build_network(settings, encoder: Encoder, num_types: int) -> SpanNetwork:
+    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout)."""
+    head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
+                      rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss)
+    return SpanNetwork(encoder.model, head, settings.dropout)
+
+
+def load_weights(network: nn.Layer, directory: str) -> None:
+    """Set ``network``'s weights from a model directory; every parameter must be there with its shape."""
+    path = os.path.join(directory, WEIGHTS)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{directory}: not a complete checkpoint, missing {WEIGHTS}")
+    state = read_state(path)
+    problems = mismatches(network.state_dict(), state)
+    if problems:
+        raise CheckpointError(f"{path} does not match the model built from its config.yaml and labels.json "
+                              f"(different head, encoder or number of types): {summary(problems)}")
+    network.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
+
+
+def load_network(directory: str, settings, num_types: int, tokenizer) -> Tuple[SpanNetwork, Encoder]:
+    """The network saved in a model directory (its encoder's config.json and ``WEIGHTS``), ready to
+    predict on the current device."""
+    try:
+        encoder_model = encoder_architecture(directory)
+    except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json
+        raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
+    encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
+    network = build_network(settings, encoder, num_types)
+    load_weights(network, directory)
+    network.eval()
+    return network, encoder

@@ -1,0 +1,263 @@
+"""The run: its directory (checkpoints, metrics.csv, reports, written by the main process only and
+atomically), where training stands (``Progress``), resuming it, and stopping it cleanly."""
+import contextlib
+import csv
+import dataclasses
+import glob
+import json
+import logging
+import os
+import shutil
+import signal
+import time
+from typing import List, Optional
+
+from tqdm import tqdm
+
+from ..checkpoint import TrainedFor, resolve_checkpoint, write_checkpoint
+from ..config import RunConfig, dump_config, flatten_config, load_config
+from ..errors import CheckpointError, ConfigError
+from ..files import PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions
+from ..model.network import load_weights
+from ..model.weights import read_state
+from ..runtime import Runtime
+from .recipes import EMA
+
+log = logging.getLogger(__name__)
+
+TRAINER_STATE = "trainer_state.json"
+OPTIMIZER_STATE = "optimizer.safetensors"
+EMA_STATE = "ema.safetensors"  # with train.ema_decay: the average's weights, in last/ for --resume
+# What a run writes into its directory; --overwrite removes exactly these (and the copies of best/
+# and last/ that a kill during a save leaves), nothing else in it.
+CHECKPOINTS = ("best", "last")
+RUN_FILES = (*CHECKPOINTS, "metrics.csv", "metrics.png", "config.yaml", "dev_report.json", "test_report.json",
+             "summary.json")
+RUN_MARKERS = (*CHECKPOINTS, "metrics.csv")  # a directory holding one of these holds a run
+# f1_without_average: with train.ema_decay, the dev F1 of the trained weights themselves (the other
+# columns are the average's), so that one run shows what the average adds
+METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "f1_without_average", "seconds",
+                   "windows_per_second"]
+
+
+@dataclasses.dataclass
+class Progress:
+    """Where training stands; saved with the last checkpoint so --resume continues exactly."""
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of `epoch` already consumed
+    global_step: int = 0  # optimizer steps taken
+    best_f1: float = -1.0
+    best_step: int = 0
+    best_f1_without_average: Optional[float] = None  # with train.ema_decay: the best dev F1 of the trained weights
+    evals_since_best: int = 0
+    dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
+    seconds: float = 0.0  # wall time, evaluations included
+    eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
+    evaluated_step: int = -1  # global_step of the latest evaluation
+    windows: int = 0  # training windows this process has consumed
+
+    def start_clock(self) -> None:
+        self._started = time.time() - self.seconds  # not a field: not saved
+
+    def tick(self) -> None:
+        self.seconds = time.time() - self._started
+
+    @contextlib.contextmanager
+    def evaluation_time(self):
+        """Time spent inside counts as evaluation, not training."""
+        started = time.time()
+        yield
+        self.eval_seconds += time.time() - started
+        self.tick()
+
+    def windows_per_second(self) -> float:
+        """Training throughput of this process: evaluations and checkpoints left out."""
+        return self.windows / max(self.seconds - self.eval_seconds, 1e-9)
+
+    def record_evaluation(self, f1: Optional[float]) -> bool:
+        """Whether the model just evaluated is the best so far (without dev data: the latest is)."""
+        self.evaluated_step = self.global_step
+        improved = f1 is None or f1 > self.best_f1
+        if improved:
+            self.best_f1, self.best_step, self.evals_since_best = f1 if f1 is not None else 0.0, self.global_step, 0
+        else:
+            self.evals_since_best += 1
+        return improved
+
+
+def check_run_directory(run_dir: str, inputs: List[str]) -> None:
+    """Before any work: the directory is usable, and nothing the run writes is one of its inputs
+    (``train.py --config RUN/config.yaml`` would rewrite the user's config)."""
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ConfigError(f"output_dir {run_dir} is a file, not a directory; set output_dir to a directory "
+                          f"(--set output_dir=runs/NAME)")
+    for name in RUN_FILES:
+        for source in inputs:
+            relation = input_relation(os.path.join(run_dir, name), source)
+            if relation:
+                raise ConfigError(f"{source} is an input of this run, but output_dir {run_dir} would replace "
+                                  f"{os.path.join(run_dir, name)}, which {relation} it; copy the input out of the run "
+                                  f"directory and name the copy, or set another output_dir")
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"output_dir {run_dir} cannot be created ({error.strerror}); choose another") from None
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"output_dir {run_dir} is not writable; choose another (--set output_dir=...)")
+
+
+def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
+    """A finished run is never replaced by accident."""
+    held = [name for name in RUN_MARKERS if os.path.exists(os.path.join(run_dir, name))]
+    held += [os.path.basename(path) for name in CHECKPOINTS for path in previous_versions(os.path.join(run_dir, name))]
+    if held and not (resume or overwrite):
+        raise ConfigError(f"output_dir {run_dir} already holds a run ({', '.join(held)}); pass --resume to continue "
+                          f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
+
+
+def remove_run_files(run_dir: str) -> None:
+    leftovers = [path for name in CHECKPOINTS for infix in (PARTIAL, PREVIOUS)
+                 for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")]
+    for path in [os.path.join(run_dir, name) for name in RUN_FILES] + leftovers:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+# Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
+# served, not what is learned.
+RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "model.calibrated_thresholds",
+                     "train.eval_batch_size", "train.eval_every", "train.patience", "train.log_every", "device",
+                     "cpu_threads", "output_dir", "inference", "serve"}
+
+
+def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
+    before, after = flatten_config(saved), flatten_config(new)
+    return [f"{key} was {before[key]!r}, now {after.get(key)!r}" for key in before
+            if not {key, key.split(".")[0]} & RESUME_MAY_CHANGE and before[key] != after.get(key)]
+
+
+class StopRequest:
+    """First Ctrl-C or SIGTERM (what schedulers send before they kill a job): finish the current step,
+    save, exit.  A second one: stop at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.requested = False
+        self.previous = {}
+
+    def __enter__(self):
+        try:
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        except ValueError:  # not the main thread
+            self.previous = {}
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("%s: saving a checkpoint after this step (again to quit at once)", signal.Signals(signum).name)
+
+    def __exit__(self, *exc):
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
+
+
+def _keep_metrics_until(path: str, step: int) -> None:
+    """A fresh run starts a new metrics.csv; a resumed one drops rows logged after its checkpoint
+    (the resumed run logs those steps again)."""
+    if not os.path.exists(path):
+        return
+    rows = []
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            if not (row.get("step") or "").isdigit():
+                raise CheckpointError(f"{path}:{reader.line_num}: step {row.get('step')!r} is not a whole number; "
+                                      f"the file was edited or is corrupted: fix or delete that row")
+            if int(row["step"]) <= step:
+                rows.append(row)
+    if not rows:
+        os.remove(path)
+        return
+    lines = [",".join(METRICS_COLUMNS)] + [",".join(row.get(k) or "" for k in METRICS_COLUMNS) for row in rows]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _append_metrics(path: str, row: dict) -> None:
+    new = not os.path.exists(path)
+    with open(path, "a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=METRICS_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: row[k] for k in METRICS_COLUMNS})
+
+
+class RunDirectory:
+    """Everything a run writes into ``output_dir``: checkpoints, metrics.csv and reports.  Only the
+    main process writes; every write is atomic."""
+
+    def __init__(self, config: RunConfig, trained_for: TrainedFor, encoder, runtime: Runtime):
+        self.config, self.trained_for, self.encoder, self.runtime = config, trained_for, encoder, runtime
+        self.path = config.output_dir
+        self.last, self.best = os.path.join(self.path, "last"), os.path.join(self.path, "best")
+        self.metrics = os.path.join(self.path, "metrics.csv")
+
+    def start(self, progress: Progress) -> None:
+        if self.runtime.is_main:
+            atomic_write_text(os.path.join(self.path, "config.yaml"), dump_config(self.config))
+            _keep_metrics_until(self.metrics, progress.global_step)
+
+    def save_last(self, model, optimizer, ema: Optional[EMA], progress: Progress) -> None:
+        if self.runtime.is_main:
+            state = {OPTIMIZER_STATE: optimizer.state_dict(), **({EMA_STATE: ema.state_dict()} if ema else {})}
+            write_checkpoint(self.last, model, self.encoder, self.config, self.trained_for, extra_state=state,
+                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
+
+    def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
+                       improved: bool, steps_per_epoch: int, f1_without_average: Optional[float]) -> None:
+        if not self.runtime.is_main:
+            return
+        micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        _append_metrics(self.metrics, {
+            "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
+            "train_loss": round(train_loss, 6), **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
+            "f1_without_average": None if f1_without_average is None else round(f1_without_average, 6),
+            "seconds": round(progress.seconds, 1), "windows_per_second": round(progress.windows_per_second(), 2)})
+        if improved:
+            write_checkpoint(self.best, model, self.encoder, self.config, self.trained_for)
+            if report:
+                atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
+        if report:
+            without = "" if f1_without_average is None else f" (without the average: {f1_without_average:.4f})"
+            tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
+                       f"F1 {micro['f1']:.4f}{without}{' (best)' if improved else ''}")
+
+    def write_json(self, name: str, value: dict) -> None:
+        if self.runtime.is_main:
+            atomic_write_json(os.path.join(self.path, name), value)
+
+
+def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
+    directory = resolve_checkpoint(last_dir)
+    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml")), config)
+    if conflicts and not resume_anyway:
+        raise ConfigError(f"--resume: the config differs from the run's ({directory}/config.yaml) in what an identical "
+                          f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
+                          f"--overwrite or another output_dir, or pass --resume-anyway")
+    try:
+        with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
+            progress = Progress(**json.load(handle))
+    except (OSError, ValueError, TypeError) as error:
+        raise CheckpointError(f"{directory}: cannot resume, the trainer state is missing or corrupted ({error}); "
+                              f"start without --resume") from None
+    optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
+    load_weights(model, directory)
+    optimizer.set_state_dict(optimizer_state)
+    if ema is not None:
+        ema.set_state_dict(read_state(os.path.join(directory, EMA_STATE)))
+    log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
+    return progress
