@@ -51,15 +51,15 @@ def synthetic_batch(encoder, batch_size: int, length: int, num_types: int, gold_
     vocab_size = encoder.model.config.vocab_size
     ids = rng.integers(1000, vocab_size - 1, size=(batch_size, length)).astype("int64")
     ids[:, 0], ids[:, -1] = 101, 102
-    token_mask = np.ones((batch_size, length), bool)
-    token_mask[:, 0] = token_mask[:, -1] = False
+    span_text = np.ones((batch_size, length), bool)
+    span_text[:, 0] = span_text[:, -1] = False
     gold = np.full((batch_size, gold_per_text, 3), -1, "int64")
     for b in range(batch_size):
         for g in range(gold_per_text):
             start = int(rng.integers(1, length - 6))
             gold[b, g] = (int(rng.integers(0, num_types)), start, start + int(rng.integers(0, 4)))
-    return {"input_ids": paddle.to_tensor(ids), "attention_mask": paddle.to_tensor(np.ones_like(ids)),
-            "token_mask": paddle.to_tensor(token_mask)}, paddle.to_tensor(gold)
+    return {"input_ids": paddle.to_tensor(ids), "token_text": paddle.to_tensor(np.ones_like(ids)),
+            "span_text": paddle.to_tensor(span_text)}, paddle.to_tensor(gold)
 
 
 def cluener_texts(count: int, split: str = "dev") -> List[str]:

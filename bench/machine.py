@@ -119,7 +119,7 @@ def main():
         for inputs in batches:
             started = time.perf_counter()
             logits = model(**inputs)
-            loss, _ = model.head.loss(logits, gold[:inputs["input_ids"].shape[0]], inputs["token_mask"])
+            loss, _ = model.head.loss(logits, gold[:inputs["input_ids"].shape[0]], inputs["span_text"])
             float(loss)  # CPU kernels are synchronous; this keeps the phases apart on a GPU too
             middle = time.perf_counter()
             loss.backward()

@@ -17,7 +17,7 @@ from common import Rows, interleaved_medians, setup, span_model, synthetic_batch
 
 def encoder_only(model, inputs, train: bool):
     def run():
-        hidden = model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])[0]
+        hidden = model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["token_text"])[0]
         if train:
             hidden.mean().backward()
             model.clear_gradients()
@@ -28,11 +28,11 @@ def full(model, inputs, gold, train: bool, threshold: float = 8.0):
     def run():
         logits = model(**inputs)
         if train:
-            loss, _ = model.head.loss(logits, gold, inputs["token_mask"])
+            loss, _ = model.head.loss(logits, gold, inputs["span_text"])
             loss.backward()
             model.clear_gradients()
         else:
-            return model.head.decode(logits, inputs["token_mask"], threshold)
+            return model.head.decode(logits, inputs["span_text"], threshold)
     return run
 
 

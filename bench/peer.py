@@ -19,12 +19,12 @@ class PeerHead(GlobalPointer):
     and Extractor call: the same sparse loss and threshold decoding as ours.  Its logits mask
     padding and the lower triangle (-1e12) but not [CLS]/[SEP], so decoding masks those."""
 
-    def loss(self, logits, gold, token_mask):
-        mask = span_mask(token_mask)
+    def loss(self, logits, gold, span_text):
+        mask = span_mask(span_text)
         return sparse_span_loss(logits, gold, mask), count_masked_gold(gold, mask)
 
-    def decode(self, logits, token_mask, threshold: float) -> List[List[TokenSpan]]:
-        return decode_spans(logits.numpy(), span_mask(token_mask).numpy(), threshold)
+    def decode(self, logits, span_text, threshold: float) -> List[List[TokenSpan]]:
+        return decode_spans(logits.numpy(), span_mask(span_text).numpy(), threshold)
 
 
 class Peer(nn.Layer):
@@ -36,12 +36,12 @@ class Peer(nn.Layer):
         self.encoder = encoder
         self.head = PeerHead(encoder.config["hidden_size"], num_types, head_size=head_size)
 
-    def forward(self, input_ids, attention_mask, token_mask):
-        hidden = self.encoder(input_ids, attention_mask=attention_mask)[0]
-        return self.head(hidden, attention_mask)
+    def forward(self, input_ids, token_text, span_text):
+        hidden = self.encoder(input_ids, attention_mask=token_text)[0]
+        return self.head(hidden, token_text)
 
-    def decode(self, logits, token_mask, threshold: float) -> List[List[TokenSpan]]:
-        return self.head.decode(logits, token_mask, threshold)
+    def decode(self, logits, span_text, threshold: float) -> List[List[TokenSpan]]:
+        return self.head.decode(logits, span_text, threshold)
 
 
 def build_peer(settings, encoder, num_types: int) -> Peer:

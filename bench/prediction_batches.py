@@ -4,7 +4,7 @@
 
 For each call size (texts per ``pipe`` call, as the service's micro-batches or predict.py's 512-line
 chunks make them), CLUENER dev texts are predicted two ways, timed in turns: the project's
-``padding_aware_batches`` and the length-sorted chunks of ``train.eval_batch_size`` windows it
+``padding_aware_batches`` and the length-sorted chunks of ``inference.batch_size`` windows it
 replaced.  ``ratio`` = fixed seconds / padding-aware seconds (above 1: the project's is faster).
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
 """

@@ -16,10 +16,10 @@ import globalpointer
 from globalpointer.model.network import SpanNetwork
 
 
-def plain_forward(model, input_ids, attention_mask, token_mask):
-    output = model.encoder(input_ids=input_ids, attention_mask=attention_mask)
+def plain_forward(model, input_ids, token_text, span_text):
+    output = model.encoder(input_ids=input_ids, attention_mask=token_text)
     hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-    return model.head(model.dropout(hidden), token_mask)
+    return model.head(model.dropout(hidden), span_text)
 
 
 def main():
@@ -39,7 +39,7 @@ def main():
 
         def step(forward):
             def run():
-                loss, _ = model.head.loss(forward(model, **inputs), gold, inputs["token_mask"])
+                loss, _ = model.head.loss(forward(model, **inputs), gold, inputs["span_text"])
                 loss.backward()
                 optimizer.step()
                 optimizer.clear_grad()

@@ -30,17 +30,17 @@ def measure(encoder_name, head, num_types, length, loss, batch_size, repeats) ->
         _, gold = synthetic_batch(encoder, batch_size, length, num_types)
         hidden = paddle.randn([batch_size, length, encoder.hidden_size])
         hidden.stop_gradient = False
-        token_mask = paddle.ones([batch_size, length], dtype="bool")
+        span_text = paddle.ones([batch_size, length], dtype="bool")
 
     def step():
         if head == "encoder":
-            model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])[0].mean().backward()
+            model.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["token_text"])[0].mean().backward()
         elif with_encoder:
             logits = model(**inputs)
-            model.head.loss(logits, gold, inputs["token_mask"])[0].backward()
+            model.head.loss(logits, gold, inputs["span_text"])[0].backward()
         else:
-            logits = model.head(hidden, token_mask)
-            model.head.loss(logits, gold, token_mask)[0].backward()
+            logits = model.head(hidden, span_text)
+            model.head.loss(logits, gold, span_text)[0].backward()
         model.clear_gradients()
 
     seconds = median_seconds(step, repeats, warmup=1)

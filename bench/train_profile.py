@@ -31,7 +31,7 @@ def main():
 
     def step(inputs):
         logits = model(**inputs)
-        loss, _ = model.head.loss(logits, gold[:inputs["input_ids"].shape[0]], inputs["token_mask"])
+        loss, _ = model.head.loss(logits, gold[:inputs["input_ids"].shape[0]], inputs["span_text"])
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()

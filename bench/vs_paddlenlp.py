@@ -45,7 +45,7 @@ def train_step(model, batches, optimizer):
         inputs, gold = batches[state["i"] % len(batches)]
         state["i"] += 1
         logits = model(**inputs)
-        loss, _ = model.head.loss(logits, gold, inputs["token_mask"])
+        loss, _ = model.head.loss(logits, gold, inputs["span_text"])
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()

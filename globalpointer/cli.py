@@ -100,7 +100,7 @@ def inference_arguments(parser):
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
     parser.add_argument("--batch-size", type=whole_number(1), default=0,
                         help="rows per forward pass (a row: one window, or several short ones; "
-                             "default: train.eval_batch_size)")
+                             "default: inference.batch_size)")
     parser.add_argument("--backend", choices=backend_names(), help="same as --set inference.backend=... (default: auto)")
 
 

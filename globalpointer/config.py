@@ -5,6 +5,7 @@ key is an error that names the closest valid one, and values are type-checked be
 """
 import dataclasses
 import difflib
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from .data.readers import JSON_PARSERS, TAGGED_JOINERS
 from .errors import ConfigError
 
 FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
+log = logging.getLogger(__name__)
+# an earlier name -> the key's name now: files that use the earlier one still load, with a warning
+RENAMED = {"train.eval_batch_size": "inference.batch_size"}
 MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
 
 
@@ -85,8 +89,6 @@ class ModelConfig:
 class TrainConfig:
     epochs: int = _opt(3, "passes over the training data")
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation")
-    eval_batch_size: int = _opt(64, "rows per forward pass in evaluation and prediction (a row: one window, or "
-                                    "several short ones, inference.pack_texts)")
     lr: float = _opt(5e-5, "peak learning rate of the encoder")
     head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)")
     warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0")
@@ -118,6 +120,8 @@ class InferenceConfig:
     precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: model.int8.onnx of an "
                           "export made with --quantize int8, on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
+    batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
+                               "window, or several short ones, inference.pack_texts)")
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
                                   "the longest window of the call, each still read alone: fewer forward passes, less "
                                   "padding (false: a row per window)")
@@ -309,6 +313,7 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
         keys, value = _parse_override(item)
         _set_nested(tree, keys, value)
     where = f" (in {path})" if path else ""
+    _move_renamed(tree, where)
     try:
         config = _build(RunConfig, tree, [])
     except ConfigError as error:
@@ -317,10 +322,23 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
     return config
 
 
+def _move_renamed(tree: Dict[str, Any], where: str) -> None:
+    for old, new in RENAMED.items():
+        (section, key), (new_section, new_key) = old.split("."), new.split(".")
+        values = tree.get(section)
+        if isinstance(values, dict) and key in values:
+            value = values.pop(key)
+            if not isinstance(tree.setdefault(new_section, {}), dict):
+                continue  # the new section is not a mapping: building the config says so
+            tree[new_section].setdefault(new_key, value)
+            log.warning("%s is now %s%s: read as %s=%s; rename the key", old, new, where, new,
+                        tree[new_section][new_key])
+
+
 def validate(config: RunConfig) -> None:
     positive = {"data.max_length": config.data.max_length, "model.head_size": config.model.head_size,
                 "train.epochs": config.train.epochs, "train.batch_size": config.train.batch_size,
-                "train.eval_batch_size": config.train.eval_batch_size,
+                "inference.batch_size": config.inference.batch_size,
                 "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every,
                 "serve.max_texts": config.serve.max_texts, "serve.max_text_chars": config.serve.max_text_chars,
                 "serve.max_body_bytes": config.serve.max_body_bytes, "serve.batch_texts": config.serve.batch_texts,

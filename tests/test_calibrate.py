@@ -77,8 +77,8 @@ def test_per_type_thresholds_decode_like_one_threshold_per_type():
     for b in range(3):
         expected = [s for s in first[b] if s.type == 0] + [s for s in second[b] if s.type == 1]
         assert sorted(both[b]) == sorted(expected) and both[b]
-    token_mask = paddle.ones([3, 6], dtype="bool")
-    on_device = decode_span_logits(paddle.to_tensor(logits), token_mask, True, [1.0, -0.5])
+    span_text = paddle.ones([3, 6], dtype="bool")
+    on_device = decode_span_logits(paddle.to_tensor(logits), span_text, True, [1.0, -0.5])
     assert [sorted((s.type, s.start, s.end) for s in x) for x in on_device] == \
         [sorted((s.type, s.start, s.end) for s in x) for x in both]
 

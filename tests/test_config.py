@@ -76,3 +76,16 @@ def test_every_shipped_config_loads():
     assert paths
     for path in paths:
         load_config(path)
+
+
+def test_a_renamed_key_still_loads_under_its_new_name(tmp_path, caplog):
+    """train.eval_batch_size became inference.batch_size: configs and checkpoints that use the
+    earlier name load, with a warning naming the new one; the new name wins when both are set."""
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  eval_batch_size: 12\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert load_config(str(path)).inference.batch_size == 12
+    assert "train.eval_batch_size is now inference.batch_size" in caplog.text and str(path) in caplog.text
+    assert load_config(str(path), ["inference.batch_size=5"]).inference.batch_size == 5
+    assert load_config(overrides=["train.eval_batch_size=7"]).inference.batch_size == 7
+    assert "eval_batch_size" not in dump_config(load_config(str(path)))

@@ -39,12 +39,12 @@ def test_device_side_decoding_equals_the_numpy_reference():
 
     rng = np.random.default_rng(0)
     raw = rng.normal(-2, 1.5, (3, 4, 9, 9)).astype("float32")
-    token_mask = np.zeros((3, 9), bool)
-    token_mask[0, 1:8], token_mask[1, 1:5], token_mask[2, 1:2] = True, True, True
+    span_text = np.zeros((3, 9), bool)
+    span_text[0, 1:8], span_text[1, 1:5], span_text[2, 1:2] = True, True, True
     # -2e4: below the masked cells' scores too, so only the span mask keeps them out
     for tril, threshold in ((True, -1.0), (False, -1.0), (True, -2e4)):
-        mask = span_mask(paddle.to_tensor(token_mask), tril).numpy()
+        mask = span_mask(paddle.to_tensor(span_text), tril).numpy()
         expected = decode_spans(raw, mask, threshold)
-        logits = raw + span_mask_bias(paddle.to_tensor(token_mask), tril).numpy()  # as the heads return them
-        got = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(token_mask), tril, threshold)
+        logits = raw + span_mask_bias(paddle.to_tensor(span_text), tril).numpy()  # as the heads return them
+        got = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(span_text), tril, threshold)
         assert got == expected and sum(map(len, expected)) > 5

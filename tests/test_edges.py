@@ -270,9 +270,9 @@ def test_scores_above_the_mask_never_decode_outside_the_text():
 
     from globalpointer.model.heads import decode_span_logits
 
-    token_mask = paddle.to_tensor([[0, 1, 1, 0, 0]])  # [CLS], two text tokens, [SEP], padding
+    span_text = paddle.to_tensor([[0, 1, 1, 0, 0]])  # [CLS], two text tokens, [SEP], padding
     logits = paddle.full([1, 2, 5, 5], 1e6)
-    [spans] = decode_span_logits(logits, token_mask, True, 0.0)
+    [spans] = decode_span_logits(logits, span_text, True, 0.0)
     assert sorted((s.type, s.start, s.end) for s in spans) == [(t, i, j) for t in (0, 1) for i, j in
                                                                 ((1, 1), (1, 2), (2, 2))]
 

@@ -90,8 +90,8 @@ def test_collate_pads_and_masks(tokenizer):
     windows, _ = encoder.training_windows(records, {"LOC": 0, "PER": 1})
     batch = collate(windows, encoder.pad_id)
     assert batch["input_ids"].shape == (2, 7)
-    assert batch["token_mask"].tolist() == [[False] + [True] * 5 + [False], [False, True, False] + [False] * 4]
-    assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0, 0, 0]
+    assert batch["span_text"].tolist() == [[False] + [True] * 5 + [False], [False, True, False] + [False] * 4]
+    assert batch["token_text"][1].tolist() == [1, 1, 1, 0, 0, 0, 0]
     assert batch["gold"].tolist() == [[[0, 1, 2]], [[-1, -1, -1]]]
 
 

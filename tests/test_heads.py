@@ -11,20 +11,20 @@ from globalpointer.model.rope import RotaryPositionEmbedding
 def inputs(batch=2, length=8, hidden=16, seed=0):
     paddle.seed(seed)
     hidden_states = paddle.randn([batch, length, hidden])
-    token_mask = np.zeros((batch, length), bool)
-    token_mask[0, 1:7] = True
-    token_mask[1, 1:4] = True  # shorter example: the rest is padding
-    return hidden_states, paddle.to_tensor(token_mask)
+    span_text = np.zeros((batch, length), bool)
+    span_text[0, 1:7] = True
+    span_text[1, 1:4] = True  # shorter example: the rest is padding
+    return hidden_states, paddle.to_tensor(span_text)
 
 
 @pytest.mark.parametrize("head_cls", [GlobalPointer, EfficientGlobalPointer])
 @pytest.mark.parametrize("rope", [True, False])
 def test_shapes_and_masks(head_cls, rope):
-    hidden, token_mask = inputs()
+    hidden, span_text = inputs()
     head = head_cls(16, num_types=3, head_size=8, rope=rope)
-    logits = head(hidden, token_mask).numpy()
+    logits = head(hidden, span_text).numpy()
     assert logits.shape == (2, 3, 8, 8) and logits.dtype == np.float32
-    tm = token_mask.numpy()
+    tm = span_text.numpy()
     for b in range(2):
         for i in range(8):
             for j in range(8):
@@ -34,16 +34,16 @@ def test_shapes_and_masks(head_cls, rope):
 
 
 def test_without_tril_mask_lower_triangle_is_scored():
-    hidden, token_mask = inputs()
-    logits = GlobalPointer(16, 2, 8, tril_mask=False)(hidden, token_mask).numpy()
+    hidden, span_text = inputs()
+    logits = GlobalPointer(16, 2, 8, tril_mask=False)(hidden, span_text).numpy()
     assert (logits[0, :, 5, 2] > MASKED_LOGIT / 2).all()
     assert (logits[1, :, 5, 2] < MASKED_LOGIT / 2).all()  # still padding
 
 
 def test_global_pointer_score_formula():
-    hidden, token_mask = inputs()
+    hidden, span_text = inputs()
     head = GlobalPointer(16, num_types=2, head_size=4)
-    logits = head(hidden, token_mask).numpy()
+    logits = head(hidden, span_text).numpy()
     proj = (hidden.numpy() @ head.dense.weight.numpy() + head.dense.bias.numpy()).reshape(2, 8, 2, 8)
     rope = RotaryPositionEmbedding(4)
     b, t, i, j = 0, 1, 2, 5
@@ -53,9 +53,9 @@ def test_global_pointer_score_formula():
 
 
 def test_efficient_global_pointer_score_formula():
-    hidden, token_mask = inputs()
+    hidden, span_text = inputs()
     head = EfficientGlobalPointer(16, num_types=3, head_size=4)
-    logits = head(hidden, token_mask).numpy()
+    logits = head(hidden, span_text).numpy()
     proj = hidden.numpy() @ head.dense.weight.numpy() + head.dense.bias.numpy()
     bias = (proj @ head.bias_dense.weight.numpy() + head.bias_dense.bias.numpy()) / 2
     rope = RotaryPositionEmbedding(4)
@@ -95,8 +95,8 @@ def test_efficient_head_has_far_fewer_parameters():
 
 
 def test_head_is_float32_under_float16_hidden_states():
-    hidden, token_mask = inputs()
-    logits = EfficientGlobalPointer(16, 2, 8)(hidden.astype("float16"), token_mask)
+    hidden, span_text = inputs()
+    logits = EfficientGlobalPointer(16, 2, 8)(hidden.astype("float16"), span_text)
     assert logits.dtype == paddle.float32
 
 
@@ -126,13 +126,13 @@ def test_efficient_head_scores_as_paddlenlp_layer_with_the_same_weights():
     RoPE tables, einsum, bias layout); given our weights it must give our logits on every open cell."""
     from paddlenlp.layers.globalpointer import GlobalPointer as PaddleNLPGlobalPointer
 
-    hidden, token_mask = inputs(length=8)
+    hidden, span_text = inputs(length=8)
     ours = EfficientGlobalPointer(16, num_types=3, head_size=8)
     theirs = PaddleNLPGlobalPointer(16, 3, head_size=8)
     theirs.dense1.set_state_dict(ours.dense.state_dict())
     theirs.dense2.set_state_dict(ours.bias_dense.state_dict())
-    open_cells = span_mask(token_mask).numpy()[:, 0]  # [batch, L, L]
-    expected = theirs(hidden, token_mask.astype("float32")).numpy().transpose(0, 2, 3, 1)[open_cells]
-    got = ours(hidden, token_mask).numpy().transpose(0, 2, 3, 1)[open_cells]
+    open_cells = span_mask(span_text).numpy()[:, 0]  # [batch, L, L]
+    expected = theirs(hidden, span_text.astype("float32")).numpy().transpose(0, 2, 3, 1)[open_cells]
+    got = ours(hidden, span_text).numpy().transpose(0, 2, 3, 1)[open_cells]
     assert open_cells.sum() == 21 + 6
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

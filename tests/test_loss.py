@@ -12,11 +12,11 @@ def make_batch(seed=0, batch=3, types=4, length=9, scale=3.0):
     rng = np.random.default_rng(seed)
     logits = rng.normal(0, scale, (batch, types, length, length)).astype("float32")
     lengths = [9, 6, 4]
-    token_mask = np.zeros((batch, length), bool)
+    span_text = np.zeros((batch, length), bool)
     for b, n in enumerate(lengths):
-        token_mask[b, 1:n - 1] = True  # [CLS] and [SEP] are not text
-    mask = span_mask(paddle.to_tensor(token_mask)).numpy()
-    logits = logits + span_mask_bias(paddle.to_tensor(token_mask)).numpy()
+        span_text[b, 1:n - 1] = True  # [CLS] and [SEP] are not text
+    mask = span_mask(paddle.to_tensor(span_text)).numpy()
+    logits = logits + span_mask_bias(paddle.to_tensor(span_text)).numpy()
     gold = [[(0, 1, 2), (0, 3, 3), (2, 1, 5), (3, 2, 2)], [(1, 1, 4), (1, 2, 2)], [(3, 1, 2)]]
     gold_array = -np.ones((batch, 4, 3), "int64")
     labels = np.zeros_like(logits)

@@ -75,11 +75,11 @@ def test_a_row_of_three_texts_scores_each_text_as_if_it_were_alone(head):
     alone = model(**model_inputs(collate(windows, featurizer.pad_id))).numpy()
     packed_inputs = model_inputs(collate_rows([windows], featurizer.pad_id))
     packed = model(**packed_inputs).numpy()
-    assert packed.shape[0] == 1 and packed_inputs["attention_mask"].numpy().max() == 3
+    assert packed.shape[0] == 1 and packed_inputs["token_text"].numpy().max() == 3
     start = 0
     for i, window in enumerate(windows):
         n = len(window.input_ids)
-        open_ = open_cells(collate([window], featurizer.pad_id)["token_mask"] > 0)[0]
+        open_ = open_cells(collate([window], featurizer.pad_id)["span_text"] > 0)[0]
         block = packed[0][:, start:start + n, start:start + n]
         np.testing.assert_allclose(np.where(open_, block, 0), np.where(open_, alone[i][:, :n, :n], 0), atol=2e-5)
         start += n
@@ -104,7 +104,7 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
     network = packed.extractor.model
 
     def counting(**inputs):
-        texts_per_row.append(int(inputs["attention_mask"].numpy().max()))
+        texts_per_row.append(int(inputs["token_text"].numpy().max()))
         row_lengths.append(inputs["input_ids"].shape[1])
         return network(**inputs)
     packed.extractor.model = type("Counted", (), {"__call__": staticmethod(counting), "packs_texts": True,
@@ -122,7 +122,7 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
 
 
 def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_path):
-    """Exports made before rows could hold several texts take a bool token_mask and have no export.json."""
+    """Exports made before rows could hold several texts take a bool span_text and have no export.json."""
     import shutil
 
     from globalpointer.model.backends import EXPORT_INFO, PROGRAM
@@ -136,10 +136,10 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, token_mask):
-            return self.model(input_ids, attention_mask, token_mask.astype("int64"))
+        def forward(self, input_ids, token_text, span_text):
+            return self.model(input_ids, token_text, span_text.astype("int64"))
 
-    spec = INPUT_SPEC[:2] + [paddle.static.InputSpec([None, None], "bool", "token_mask")]
+    spec = INPUT_SPEC[:2] + [paddle.static.InputSpec([None, None], "bool", "span_text")]
     static = paddle.jit.to_static(EarlierExport(load_checkpoint(str(checkpoint)).network), input_spec=spec, full_graph=True)
     paddle.jit.save(static, str(tmp_path / "earlier" / PROGRAM[:-len(".json")]))
     for name in os.listdir(checkpoint):

@@ -22,9 +22,9 @@ def tiny_model(*overrides):
 def tiny_batch():
     ids = paddle.to_tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
     attention = paddle.to_tensor([[1] * 6, [1, 1, 1, 1, 0, 0]])
-    token_mask = paddle.to_tensor([[False, True, True, True, True, False], [False, True, True, False, False, False]])
+    span_text = paddle.to_tensor([[False, True, True, True, True, False], [False, True, True, False, False, False]])
     gold = paddle.to_tensor([[[0, 1, 2], [1, 3, 4]], [[1, 1, 2], [-1, -1, -1]]])
-    return {"input_ids": ids, "attention_mask": attention, "token_mask": token_mask}, gold
+    return {"input_ids": ids, "token_text": attention, "span_text": span_text}, gold
 
 
 def test_fgm_moves_the_embeddings_by_epsilon_along_the_gradient_and_back():
@@ -91,9 +91,9 @@ def test_rdrop_is_the_mean_loss_plus_alpha_times_the_divergence_of_two_dropout_p
     paddle.seed(5)
     stacked = {key: paddle.concat([value, value]) for key, value in inputs.items()}
     first, second = paddle.split(model(**stacked), 2)
-    divergence = float(head.consistency(first, second, inputs["token_mask"]))
-    mean_loss = (float(head.loss(first, gold, inputs["token_mask"])[0])
-                 + float(head.loss(second, gold, inputs["token_mask"])[0])) / 2
+    divergence = float(head.consistency(first, second, inputs["span_text"]))
+    mean_loss = (float(head.loss(first, gold, inputs["span_text"])[0])
+                 + float(head.loss(second, gold, inputs["span_text"])[0])) / 2
     assert divergence > 1e-4
     assert loss_and_gradient(4.0)[0] == pytest.approx(mean_loss + 4.0 * divergence, rel=1e-5)
 

@@ -13,14 +13,14 @@ from globalpointer.model.masks import MASKED_LOGIT, span_mask, span_mask_bias
 def batch(seed=0, size=3, length=10, hidden=24):
     rng = np.random.default_rng(seed)
     states = rng.standard_normal((size, length, hidden)).astype("float32")
-    token_mask = np.zeros((size, length), bool)
+    span_text = np.zeros((size, length), bool)
     for b, n in enumerate((10, 7, 4)[:size]):
-        token_mask[b, 1:n - 1] = True
-    return states, token_mask
+        span_text[b, 1:n - 1] = True
+    return states, span_text
 
 
-def compare(ours: np.ndarray, expected: np.ndarray, token_mask: np.ndarray, tril: bool):
-    cells = np.broadcast_to(reference.open_cells(token_mask, tril), expected.shape)
+def compare(ours: np.ndarray, expected: np.ndarray, span_text: np.ndarray, tril: bool):
+    cells = np.broadcast_to(reference.open_cells(span_text, tril), expected.shape)
     np.testing.assert_allclose(ours[cells], expected[cells], atol=2e-5, rtol=1e-5)
     assert (ours[~cells] < MASKED_LOGIT / 2).all()  # masked cells: out of every comparison
 
@@ -40,34 +40,34 @@ def test_rope_is_the_rotation_of_the_roformer_formula():
 @pytest.mark.parametrize("use_rope", [True, False])
 @pytest.mark.parametrize("tril", [True, False])
 def test_global_pointer_scores_every_cell(use_rope, tril):
-    states, token_mask = batch()
+    states, span_text = batch()
     paddle.seed(3)
     head = GlobalPointer(24, num_types=3, head_size=8, rope=use_rope, tril_mask=tril)
-    ours = head(paddle.to_tensor(states), paddle.to_tensor(token_mask)).numpy()
+    ours = head(paddle.to_tensor(states), paddle.to_tensor(span_text)).numpy()
     expected = reference.global_pointer_scores(states, head.dense.weight.numpy(), head.dense.bias.numpy(), 3, 8,
-                                               use_rope, token_mask, tril)
-    compare(ours, expected, token_mask, tril)
+                                               use_rope, span_text, tril)
+    compare(ours, expected, span_text, tril)
 
 
 @pytest.mark.parametrize("use_rope", [True, False])
 def test_efficient_global_pointer_scores_every_cell(use_rope):
-    states, token_mask = batch(seed=2)
+    states, span_text = batch(seed=2)
     paddle.seed(4)
     head = EfficientGlobalPointer(24, num_types=4, head_size=8, rope=use_rope)
-    ours = head(paddle.to_tensor(states), paddle.to_tensor(token_mask)).numpy()
+    ours = head(paddle.to_tensor(states), paddle.to_tensor(span_text)).numpy()
     expected = reference.efficient_global_pointer_scores(
         states, head.dense.weight.numpy(), head.dense.bias.numpy(), head.bias_dense.weight.numpy(),
-        head.bias_dense.bias.numpy(), 4, 8, use_rope, token_mask)
-    compare(ours, expected, token_mask, True)
+        head.bias_dense.bias.numpy(), 4, 8, use_rope, span_text)
+    compare(ours, expected, span_text, True)
 
 
 @pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: exp() of the scores overflows float32
 def test_sparse_and_dense_loss_and_gradient(scale):
     rng = np.random.default_rng(5)
-    _, token_mask = batch()
-    mask = span_mask(paddle.to_tensor(token_mask)).numpy()
+    _, span_text = batch()
+    mask = span_mask(paddle.to_tensor(span_text)).numpy()
     scores = (rng.standard_normal((3, 4, 10, 10)) * scale).astype("float32")
-    scores += span_mask_bias(paddle.to_tensor(token_mask)).numpy()
+    scores += span_mask_bias(paddle.to_tensor(span_text)).numpy()
     gold_rows = [[(0, 1, 3), (2, 2, 2), (3, 4, 8)], [(1, 1, 5)], [(0, 1, 2), (0, 2, 2)]]
     gold = -np.ones((3, 3, 3), "int64")
     labels = np.zeros(scores.shape, bool)

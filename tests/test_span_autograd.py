@@ -44,8 +44,8 @@ def test_logsumexp_matches_the_float64_formula_where_exp_overflows():
 
 def test_pairwise_scores():
     query, key = random(2, 3, 4, 6), random(2, 3, 4, 6)  # [batch, types, d, L]
-    token_mask = np.array([[0, 1, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0]], bool)
-    mask_bias = span_mask_bias(paddle.to_tensor(token_mask))
+    span_text = np.array([[0, 1, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0]], bool)
+    mask_bias = span_mask_bias(paddle.to_tensor(span_text))
     weights = [random(2, 3, 6, 6)]
     ours_inputs, reference_inputs = leaves(query, key), leaves(query, key)
     ours = [pairwise_scores(*ours_inputs, mask_bias)]

@@ -69,15 +69,15 @@ def test_tagger_learns_a_fixed_pattern(crf):
     paddle.seed(1)
     tagger = TokenTagger(32, num_types=2, crf=crf)
     hidden = paddle.randn([4, 7, 32])  # wide enough for the 20 token vectors to be separable
-    token_mask = paddle.to_tensor([[False] + [True] * 5 + [False]] * 4)
+    span_text = paddle.to_tensor([[False] + [True] * 5 + [False]] * 4)
     gold = paddle.to_tensor([[[0, 1, 2], [1, 4, 5]]] * 4, dtype="int64")
     optimizer = paddle.optimizer.Adam(0.05, parameters=tagger.parameters())
-    initial = float(tagger.loss(tagger(hidden, token_mask), gold, token_mask)[0])
+    initial = float(tagger.loss(tagger(hidden, span_text), gold, span_text)[0])
     for _ in range(300):
-        loss, dropped = tagger.loss(tagger(hidden, token_mask), gold, token_mask)
+        loss, dropped = tagger.loss(tagger(hidden, span_text), gold, span_text)
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()
     assert dropped == 0 and float(loss) < initial / 10
-    decoded = tagger.decode(tagger(hidden, token_mask), token_mask)
+    decoded = tagger.decode(tagger(hidden, span_text), span_text)
     assert [(s.type, s.start, s.end) for s in decoded[0]] == [(0, 1, 2), (1, 4, 5)]

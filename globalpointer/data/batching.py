@@ -88,22 +88,22 @@ def prediction_batches(lengths: Sequence[int], max_rows: int, pack_texts: bool) 
 
 def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.ndarray]:
     """Rows of one or more windows, side by side, padded to the longest row: ``input_ids`` [B, L];
-    ``attention_mask`` [B, L] the number of each token's window in its row (1, 2, ...; 0 on
-    padding); ``token_mask`` [B, L] the same on text tokens only (0 on [CLS], [SEP] and padding).
+    ``token_text`` [B, L] the number of each token's window in its row (1, 2, ...; 0 on
+    padding); ``span_text`` [B, L] the same on text tokens only (0 on [CLS], [SEP] and padding).
     The model reads every window of a row as if it were alone (masks.text_attention)."""
     length = max(sum(len(w.input_ids) for w in row) for row in rows)
     input_ids = np.full((len(rows), length), pad_id, dtype="int64")
-    attention_mask = np.zeros((len(rows), length), dtype="int64")
-    token_mask = np.zeros((len(rows), length), dtype="int64")
+    token_text = np.zeros((len(rows), length), dtype="int64")
+    span_text = np.zeros((len(rows), length), dtype="int64")
     for i, row in enumerate(rows):
         start = 0
         for number, window in enumerate(row, 1):
             stop = start + len(window.input_ids)
             input_ids[i, start:stop] = window.input_ids
-            attention_mask[i, start:stop] = number
-            token_mask[i, start + CLS_POSITIONS:stop - 1] = number  # not [CLS], not [SEP]
+            token_text[i, start:stop] = number
+            span_text[i, start + CLS_POSITIONS:stop - 1] = number  # not [CLS], not [SEP]
             start = stop
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_mask": token_mask}
+    return {"input_ids": input_ids, "token_text": token_text, "span_text": span_text}
 
 
 def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from ..spans import Entity
 
 
 def model_inputs(batch: dict) -> dict:
-    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "attention_mask", "token_mask")}
+    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "token_text", "span_text")}
 
 
 class Extractor:
@@ -18,8 +18,8 @@ class Extractor:
 
     def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
                  threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False):
-        """``model`` maps (input_ids, attention_mask, token_mask) to head outputs, and its ``decode``
-        maps (outputs, token_mask, threshold) to token spans (any backend of model/backends.py).
+        """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
+        maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
         ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
         costs more than in a batch without sharing), where the model can read several texts in a row
@@ -52,7 +52,7 @@ class Extractor:
                 inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
                                                    self.featurizer.pad_id))
                 outputs = self.model(**inputs)
-                for row, spans in zip(members, self.model.decode(outputs, inputs["token_mask"], self.threshold)):
+                for row, spans in zip(members, self.model.decode(outputs, inputs["span_text"], self.threshold)):
                     for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
                         entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
             yield len(batches) - done

@@ -101,7 +101,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``).
 
-    ``window_batch_size``: rows per forward pass (default ``train.eval_batch_size``; a row holds one
+    ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
     from ..checkpoint import THRESHOLDS, read_thresholds
     from ..corpus import featurizer_for
@@ -126,6 +126,6 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     log.info("%s: %s backend on %s", directory, chosen, runtime.device)
     extractor = Extractor(network, featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
                                                     config.data.window_overlap), labels, config.model.decode,
-                          threshold, window_batch_size or config.train.eval_batch_size,
+                          threshold, window_batch_size or config.inference.batch_size,
                           pack_texts=config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

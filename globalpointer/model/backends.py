@@ -3,7 +3,7 @@ Inference or ONNX Runtime, on the CPU or a GPU.
 
 ``BACKENDS`` is the one table of them (name -> what it runs and how it is built); the config's
 choices come from it.  Every backend takes the network's call signature (input_ids,
-attention_mask, token_mask -> logits) and has its head's ``decode``, so the Extractor does not
+token_text, span_text -> logits) and has its head's ``decode``, so the Extractor does not
 know which one it drives.  ``choose_backend`` picks one for a model directory: ``auto`` takes ONNX
 Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/PERFORMANCE.md), Paddle
 Inference for an export without it, and the dynamic graph for a checkpoint.  Nothing falls back
@@ -137,7 +137,7 @@ def program_input_dtype(program: str, name: str) -> str:
 
 class _ExportedModel:
     """Whether an export reads rows of several texts is read off its program, once loaded: its
-    token_mask numbers the texts of a row (int64); exports of earlier versions take a bool token_mask,
+    span_text numbers the texts of a row (int64); exports of earlier versions take a bool span_text,
     one text per row."""
 
     def __init__(self, tril_mask: bool, packs_texts: bool):
@@ -145,8 +145,8 @@ class _ExportedModel:
         self.packs_texts = packs_texts
         self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
 
-    def decode(self, logits, token_mask, threshold):
-        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
+    def decode(self, logits, span_text, threshold):
+        return decode_span_logits(logits, span_text, self.tril_mask, threshold)
 
 
 class PaddleInferenceModel(_ExportedModel):
@@ -182,8 +182,8 @@ class PaddleInferenceModel(_ExportedModel):
         super().__init__(tril_mask, program_input_dtype(os.path.join(directory, PROGRAM),
                                                         self.predictor.get_input_names()[2]) == "int64")
 
-    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
-        inputs = zip(self.predictor.get_input_names(), (input_ids, attention_mask, token_mask), self.input_dtypes)
+    def __call__(self, input_ids, token_text, span_text) -> paddle.Tensor:
+        inputs = zip(self.predictor.get_input_names(), (input_ids, token_text, span_text), self.input_dtypes)
         for name, value, dtype in inputs:
             handle = self.predictor.get_input_handle(name)
             array = np.ascontiguousarray(value.numpy().astype(dtype, copy=False))
@@ -214,9 +214,9 @@ class OnnxModel(_ExportedModel):
         self.input_names = [item.name for item in self.session.get_inputs()]
         super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)")
 
-    def __call__(self, input_ids, attention_mask, token_mask) -> paddle.Tensor:
+    def __call__(self, input_ids, token_text, span_text) -> paddle.Tensor:
         feed = {name: value.numpy().astype(dtype, copy=False)
-                for name, value, dtype in zip(self.input_names, (input_ids, attention_mask, token_mask), self.input_dtypes)}
+                for name, value, dtype in zip(self.input_names, (input_ids, token_text, span_text), self.input_dtypes)}
         return paddle.to_tensor(self.session.run(None, feed)[0])
 
 

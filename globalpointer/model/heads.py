@@ -25,7 +25,7 @@ from ..spans import TokenSpan
 
 
 
-def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_mask: bool,
+def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mask: bool,
                        threshold: Threshold) -> List[List[TokenSpan]]:
     """``decode_spans`` with the threshold applied where the logits are (GPU or CPU): only the
     cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
@@ -33,7 +33,7 @@ def decode_span_logits(logits: paddle.Tensor, token_mask: paddle.Tensor, tril_ma
     hits = logits > (float(limits[0]) if limits.size == 1 else paddle.to_tensor(limits.reshape(1, -1, 1, 1)))
     # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT
     # (weights of a diverging run) still lets through: the mask itself decides.
-    hits = hits & span_mask(token_mask, tril_mask)
+    hits = hits & span_mask(span_text, tril_mask)
     hits = paddle.nonzero(hits)
     if hits.shape[0] == 0:
         return [[] for _ in range(logits.shape[0])]
@@ -56,30 +56,30 @@ class _SpanHead(nn.Layer):
             return self.rope(x, scale=scale, positions_last=positions_last)
         return x * scale if scale != 1.0 else x
 
-    def forward(self, hidden: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
+    def forward(self, hidden: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
         # The head and its logits stay float32 even when the encoder runs under AMP.
         with paddle.amp.auto_cast(enable=False):
-            return self.score(hidden.astype("float32"), span_mask_bias(token_mask, self.tril_mask))
+            return self.score(hidden.astype("float32"), span_mask_bias(span_text, self.tril_mask))
 
     def score(self, hidden: paddle.Tensor, mask_bias: paddle.Tensor) -> paddle.Tensor:
         """Masked logits; ``mask_bias`` ``[batch, 1, L, L]`` is added where it costs least."""
         raise NotImplementedError
 
-    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, token_mask: paddle.Tensor) -> Tuple[paddle.Tensor, int]:
+    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor) -> Tuple[paddle.Tensor, int]:
         """The loss and how many gold rows fell into masked cells (left out of it)."""
-        mask = span_mask(token_mask, self.tril_mask)
+        mask = span_mask(span_text, self.tril_mask)
         if self.loss_kind == "dense":
             value = dense_span_loss(logits, gold_to_dense(gold, self.num_types, logits.shape[-1]), mask)
         else:
             value = sparse_span_loss(logits, gold, mask)
         return value, count_masked_gold(gold, mask)
 
-    def consistency(self, first: paddle.Tensor, second: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
+    def consistency(self, first: paddle.Tensor, second: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
         """How far two dropout passes' logits of the same batch disagree (R-Drop)."""
-        return symmetric_kl(first, second, span_mask(token_mask, self.tril_mask))
+        return symmetric_kl(first, second, span_mask(span_text, self.tril_mask))
 
-    def decode(self, logits: paddle.Tensor, token_mask: paddle.Tensor, threshold: Threshold) -> List[List[TokenSpan]]:
-        return decode_span_logits(logits, token_mask, self.tril_mask, threshold)
+    def decode(self, logits: paddle.Tensor, span_text: paddle.Tensor, threshold: Threshold) -> List[List[TokenSpan]]:
+        return decode_span_logits(logits, span_text, self.tril_mask, threshold)
 
 
 class GlobalPointer(_SpanHead):

@@ -11,27 +11,27 @@ import paddle
 MASKED_LOGIT = -1e4
 
 
-def span_mask(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
+def span_mask(span_text: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
     """``[batch, 1, L, L]`` bool: True where both ends are text tokens of the same text (and start <=
-    end if ``tril_mask``).  ``token_mask`` ``[batch, L]`` numbers the texts of a row (1, 2, ... for
+    end if ``tril_mask``).  ``span_text`` ``[batch, L]`` numbers the texts of a row (1, 2, ... for
     rows that hold several) and is 0 (False) on padding and special tokens; a bool mask is one text."""
-    ids = token_mask.astype("int64")
+    ids = span_text.astype("int64")
     mask = (ids.unsqueeze([1, 3]) == ids.unsqueeze([1, 2])) & (ids > 0).unsqueeze([1, 2])
     if tril_mask:
         # paddle.shape, not .shape: the length stays symbolic in an exported static graph
-        positions = paddle.arange(paddle.shape(token_mask)[1])
+        positions = paddle.arange(paddle.shape(span_text)[1])
         mask = mask & (positions.unsqueeze(1) <= positions.unsqueeze(0))
     return mask
 
 
-def text_attention(attention_mask: paddle.Tensor) -> Tuple[paddle.Tensor, paddle.Tensor]:
+def text_attention(token_text: paddle.Tensor) -> Tuple[paddle.Tensor, paddle.Tensor]:
     """What the encoder needs to read rows that hold several texts as if each were alone.
 
-    ``attention_mask`` ``[batch, L]`` numbers the texts of a row (1, 2, ...; 0 on padding; a usual
+    ``token_text`` ``[batch, L]`` numbers the texts of a row (1, 2, ...; 0 on padding; a usual
     0/1 mask is one text).  Returns the additive attention bias ``[batch, 1, L, L]`` (0 where the key
     is a token of the query's text, ``MASKED_LOGIT`` elsewhere, as PaddleNLP's encoders add it) and
     ``position_ids`` ``[batch, L]``: each token's index within its text, so every text starts at 0."""
-    ids = attention_mask.astype("int64")
+    ids = token_text.astype("int64")
     same = ids.unsqueeze(2) == ids.unsqueeze(1)  # [batch, L (query), L (key)]
     bias = (~(same & (ids > 0).unsqueeze(1))).astype("float32").unsqueeze(1) * MASKED_LOGIT
     positions = paddle.arange(paddle.shape(ids)[1])
@@ -39,8 +39,8 @@ def text_attention(attention_mask: paddle.Tensor) -> Tuple[paddle.Tensor, paddle
     return bias, (same & earlier).astype("int64").sum(-1)
 
 
-def span_mask_bias(token_mask: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
+def span_mask_bias(span_text: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor:
     """``[batch, 1, L, L]`` float32: 0 on open cells, ``MASKED_LOGIT`` on the others.  Adding it
     masks the scores in one pass with nothing to do in the backward pass (measured: half the added
     cost of ``paddle.where`` with a filled tensor, forward and backward, at 4 x 50 x 256 x 256)."""
-    return (~span_mask(token_mask, tril_mask)).astype("float32") * MASKED_LOGIT
+    return (~span_mask(span_text, tril_mask)).astype("float32") * MASKED_LOGIT

@@ -1,6 +1,6 @@
 """The network: encoder -> dropout -> span head, over rows that may hold several texts.
 
-``attention_mask`` and ``token_mask`` number the texts of each row (masks.py), so every text of a
+``token_text`` and ``span_text`` number the texts of each row (masks.py), so every text of a
 row is encoded and scored as if it were alone.  ``WEIGHTS`` is where a model directory keeps the
 network's weights (safetensors: read as data, never executed).
 """
@@ -35,15 +35,15 @@ class SpanNetwork(nn.Layer):
         text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
         return self.takes_positions and self.head.packs_texts
 
-    def forward(self, input_ids, attention_mask, token_mask):
-        bias, position_ids = text_attention(attention_mask)
+    def forward(self, input_ids, token_text, span_text):
+        bias, position_ids = text_attention(token_text)
         positions = {"position_ids": position_ids} if self.takes_positions else {}
         output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions)
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-        return self.head(self.dropout(hidden), token_mask)
+        return self.head(self.dropout(hidden), span_text)
 
-    def decode(self, logits, token_mask, threshold):
-        return self.head.decode(logits, token_mask, threshold)
+    def decode(self, logits, span_text, threshold):
+        return self.head.decode(logits, span_text, threshold)
 
 
 def build_network(settings, encoder: Encoder, num_types: int) -> SpanNetwork:

@@ -4,7 +4,7 @@ The heads, the loss and the hand-written backward passes (``span_autograd.py``) 
 faster and with less memory; this module says what they compute, and the tests hold the fast paths
 to it (``tests/test_reference.py``).  Nothing in training or prediction calls it.
 
-Shapes: ``hidden`` ``[batch, L, hidden]``; ``token_mask`` ``[batch, L]`` bool (False on padding and
+Shapes: ``hidden`` ``[batch, L, hidden]``; ``span_text`` ``[batch, L]`` bool (False on padding and
 special tokens); scores ``[batch, types, L, L]`` with cell ``(i, j)`` the span from token i to token j.
 """
 import numpy as np
@@ -26,16 +26,16 @@ def rope(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def open_cells(token_mask: np.ndarray, tril_mask: bool = True) -> np.ndarray:
+def open_cells(span_text: np.ndarray, tril_mask: bool = True) -> np.ndarray:
     """``[batch, 1, L, L]``: both ends are text tokens (and start <= end)."""
-    cells = token_mask[:, None, :, None] & token_mask[:, None, None, :]
+    cells = span_text[:, None, :, None] & span_text[:, None, None, :]
     if tril_mask:
         cells = cells & np.triu(np.ones(cells.shape[-2:], dtype=bool))
     return cells
 
 
 def global_pointer_scores(hidden, weight, bias, num_types: int, head_size: int, use_rope: bool = True,
-                          token_mask=None, tril_mask: bool = True) -> np.ndarray:
+                          span_text=None, tril_mask: bool = True) -> np.ndarray:
     """s_a(i, j) = q_a,i . k_a,j / sqrt(head_size), with [q_a; k_a] the type's slice of
     hidden @ weight + bias (query first), both rotated by RoPE; masked cells get MASKED_LOGIT added."""
     batch, length, _ = hidden.shape
@@ -45,11 +45,11 @@ def global_pointer_scores(hidden, weight, bias, num_types: int, head_size: int, 
     if use_rope:
         query, key = rope(query), rope(key)
     scores = query @ key.transpose(0, 1, 3, 2) / np.sqrt(head_size)
-    return _masked(scores, token_mask, tril_mask)
+    return _masked(scores, span_text, tril_mask)
 
 
 def efficient_global_pointer_scores(hidden, weight, bias, bias_weight, bias_bias, num_types: int, head_size: int,
-                                    use_rope: bool = True, token_mask=None, tril_mask: bool = True) -> np.ndarray:
+                                    use_rope: bool = True, span_text=None, tril_mask: bool = True) -> np.ndarray:
     """Su's Efficient GlobalPointer: one shared projection p = hidden @ weight + bias (query = its
     even columns, key = its odd ones, RoPE on both), and per type a start and an end bias from
     (p @ bias_weight + bias_bias) / 2 (column 2a + 1 at the start, 2a at the end):
@@ -62,13 +62,13 @@ def efficient_global_pointer_scores(hidden, weight, bias, bias_weight, bias_bias
     per_type = (projected @ bias_weight + bias_bias) / 2  # [batch, L, 2 * types]
     start, end = per_type[..., 1::2], per_type[..., 0::2]  # [batch, L, types]
     scores = (shared[:, None] + start.transpose(0, 2, 1)[:, :, :, None] + end.transpose(0, 2, 1)[:, :, None, :])
-    return _masked(scores, token_mask, tril_mask)
+    return _masked(scores, span_text, tril_mask)
 
 
-def _masked(scores: np.ndarray, token_mask, tril_mask: bool) -> np.ndarray:
-    if token_mask is None:
+def _masked(scores: np.ndarray, span_text, tril_mask: bool) -> np.ndarray:
+    if span_text is None:
         return scores
-    return scores + np.where(open_cells(token_mask, tril_mask), 0.0, MASKED_LOGIT)
+    return scores + np.where(open_cells(span_text, tril_mask), 0.0, MASKED_LOGIT)
 
 
 def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray) -> float:

@@ -62,18 +62,18 @@ class TokenTagger(nn.Layer):
         self.classifier = nn.Linear(hidden_size, self.num_tags)
         self.crf = LinearChainCRF(self.num_tags) if crf else None
 
-    def forward(self, hidden: paddle.Tensor, token_mask: paddle.Tensor) -> paddle.Tensor:
+    def forward(self, hidden: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
         with paddle.amp.auto_cast(enable=False):
             return self.classifier(hidden.astype("float32"))
 
     @staticmethod
-    def _text_part(emissions, token_mask):
+    def _text_part(emissions, span_text):
         """The text tokens' columns: from input positions to text tokens."""
-        return emissions[:, CLS_POSITIONS:], token_mask[:, CLS_POSITIONS:].astype("bool")
+        return emissions[:, CLS_POSITIONS:], span_text[:, CLS_POSITIONS:].astype("bool")
 
-    def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, token_mask: paddle.Tensor):
+    def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor):
         tags, dropped = gold_to_tags(gold.numpy(), emissions.shape[1])
-        emissions, mask = self._text_part(emissions, token_mask)
+        emissions, mask = self._text_part(emissions, span_text)
         tags = paddle.to_tensor(tags[:, CLS_POSITIONS:])
         if self.crf is not None:
             return self.crf.nll(emissions, tags, mask), dropped
@@ -81,8 +81,8 @@ class TokenTagger(nn.Layer):
         maskf = mask.astype("float32")
         return (per_token * maskf).sum() / paddle.clip(maskf.sum(), min=1.0), dropped
 
-    def decode(self, emissions: paddle.Tensor, token_mask: paddle.Tensor, threshold: float = 0.0) -> List[List[TokenSpan]]:
-        emissions, mask = self._text_part(emissions, token_mask)
+    def decode(self, emissions: paddle.Tensor, span_text: paddle.Tensor, threshold: float = 0.0) -> List[List[TokenSpan]]:
+        emissions, mask = self._text_part(emissions, span_text)
         probabilities = F.softmax(emissions, axis=-1).numpy()
         lengths = mask.astype("int64").sum(1).numpy()
         if self.crf is not None:

@@ -82,7 +82,7 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
         remove_run_files(run.path)
     run.start(progress)
     extractor = Extractor(network, featurizer, labels, config.model.decode, config.model.threshold,
-                          train.eval_batch_size, pack_texts=config.inference.pack_texts)
+                          config.inference.batch_size, pack_texts=config.inference.pack_texts)
 
     def evaluate_and_save(train_loss: float) -> bool:
         """Dev F1 (with train.ema_decay: of the average, and of the trained weights for the log), a

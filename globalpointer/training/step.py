@@ -72,18 +72,18 @@ def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Op
     """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
     With ``rdrop_alpha`` the batch runs twice in one forward pass (stacked, so each copy gets its
     own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``."""
-    token_mask = inputs["token_mask"]
+    span_text = inputs["span_text"]
     if rdrop_alpha:
         inputs = {key: paddle.concat([value, value]) for key, value in inputs.items()}
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
     if rdrop_alpha:
         first, second = paddle.split(logits, 2)
-        loss, dropped = head.loss(first, gold, token_mask)
-        loss = (loss + head.loss(second, gold, token_mask)[0]) / 2 + rdrop_alpha * head.consistency(
-            first, second, token_mask)
+        loss, dropped = head.loss(first, gold, span_text)
+        loss = (loss + head.loss(second, gold, span_text)[0]) / 2 + rdrop_alpha * head.consistency(
+            first, second, span_text)
     else:
-        loss, dropped = head.loss(logits, gold, token_mask)
+        loss, dropped = head.loss(logits, gold, span_text)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
     return float(loss) * accumulation, dropped
