@@ -170,8 +170,8 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
-    from .inference.label_studio import labeling_config
     from .inference.file_prediction import predict_file, predict_file_share
+    from .inference.label_studio import labeling_config
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
@@ -205,8 +205,8 @@ def _predict(argv, prog):
 
 
 def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], meta: str) -> None:
-    from .files import atomic_write_text
     from .evaluation.report_html import render_page
+    from .files import atomic_write_text
     from .spans import Entity
 
     texts = [payload["text"] for payload in payloads]
@@ -217,8 +217,8 @@ def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], m
 
 
 def _export(argv, prog) -> int:
-    from .deploy.export import export_checkpoint, verify_int8
     from .checkpoint import resolve_checkpoint
+    from .deploy.export import export_checkpoint, verify_int8
 
     parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
                                                              "ONNX, INT8.")

@@ -4,8 +4,8 @@ from typing import List, Sequence
 
 from .data.features import Featurizer
 from .data.readers import read_records
-from .model.encoders import is_chinese_vocabulary
 from .errors import DataError
+from .model.encoders import is_chinese_vocabulary
 from .spans import Record
 
 log = logging.getLogger(__name__)

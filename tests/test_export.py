@@ -141,3 +141,16 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert any(e["text"] == "北京大学" for e in json.loads(open(tmp_path / "out.jsonl").readline())["entities"])
     with pytest.raises(ConfigError, match="no model.int8.onnx"):
         choose_backend("auto", str(trained / "run" / "best"), precision="int8")
+
+
+def test_the_config_offers_the_backends_of_the_table():
+    from globalpointer.config import load_config
+    from globalpointer.model.backends import BACKENDS
+
+    assert set(BACKENDS) == {"dynamic", "paddle-inference", "onnxruntime"}
+    for name in BACKENDS:
+        assert load_config(overrides=[f"inference.backend={name}"]).inference.backend == name
+    with pytest.raises(ConfigError) as refused:
+        load_config(overrides=["inference.backend=tensorflow"])
+    assert all(name in str(refused.value) for name in ("auto", *BACKENDS))
+    assert [name for name, backend in BACKENDS.items() if not backend.runs_export] == ["dynamic"]

@@ -17,12 +17,12 @@ from typing import List
 import paddle
 from paddle.static import InputSpec
 
-from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
+from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
-                    swap_in_directory)
+                     swap_in_directory)
+from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
 from ..model.heads import check_span_head
-from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint
 
 log = logging.getLogger("globalpointer")
 

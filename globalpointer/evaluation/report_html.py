@@ -9,8 +9,8 @@ in their type's colour, so nested and crossing entities stack instead of hiding 
 import html
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .metrics import ERROR_KINDS, Judgement, judge_text
 from ..spans import Entity
+from .metrics import ERROR_KINDS, Judgement, judge_text
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#e15759",
            "#bab0ac", "#86bcb6", "#d4a6c8", "#8cd17d", "#b6992d", "#499894", "#d37295")

@@ -19,8 +19,8 @@ from tqdm import tqdm
 
 from ..errors import UserError, json_failure
 from ..files import atomic_output
-from .label_studio import label_studio_task
 from ..spans import Record
+from .label_studio import label_studio_task
 
 if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
     from .extractor import Extractor

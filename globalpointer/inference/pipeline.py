@@ -73,8 +73,8 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from ..model.backends import check_export_format, is_export
     from ..checkpoint import check_checkpoint_files, load_metadata, resolve_checkpoint
+    from ..model.backends import check_export_format, is_export
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
     if is_export(model):

@@ -6,7 +6,6 @@ import numpy as np
 
 from ..spans import Entity, TokenSpan
 
-
 Threshold = Union[float, Sequence[float]]
 
 

@@ -12,11 +12,10 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from typing import List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
-from ..files import atomic_write_text, chmod_as_created
+from ..files import atomic_write_text, partial_directory
 from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
@@ -127,8 +126,7 @@ def convert_huggingface(directory: str) -> str:
         return target
     # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
     # started side by side, convert the same encoder at the same moment.
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    work = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=os.path.basename(target) + ".partial-")
+    work = partial_directory(target)
     try:
         _convert_into(directory, weights, work)
         _publish(work, target)
@@ -164,7 +162,6 @@ def _convert_into(directory: str, weights: str, work: str) -> None:
 def _publish(work: str, target: str) -> None:
     """Rename the finished ``work`` to ``target``, unless another process got there first (same weights:
     the cache key names the source file); the cache only ever holds whole directories."""
-    chmod_as_created(work, 0o777)  # mkdtemp's 0700 would hide the cache from other users
     try:
         os.replace(work, target)
     except OSError:  # a non-empty target: published by another process meanwhile

@@ -9,20 +9,18 @@ The plain float64 formulas they are tested against: ``reference.global_pointer_s
 ``reference.efficient_global_pointer_scores``.
 """
 import math
-
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import paddle
 from paddle import nn
 
+from ..errors import ConfigError
+from ..spans import TokenSpan
 from .decode import Threshold, spans_from_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
 from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
-from ..errors import ConfigError
-from ..spans import TokenSpan
-
 
 
 def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mask: bool,

@@ -10,8 +10,8 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from .crf import LinearChainCRF
 from ..spans import CLS_POSITIONS, TokenSpan
+from .crf import LinearChainCRF
 
 
 def gold_to_tags(gold: np.ndarray, length: int) -> Tuple[np.ndarray, int]:

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ..checkpoint import TrainedFor, resolve_checkpoint
 from ..config import RunConfig, require_files
-from ..corpus import infer_labels, load_records, resolve_tokenization, featurizer_for
+from ..corpus import featurizer_for, infer_labels, load_records, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
