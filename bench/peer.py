@@ -8,7 +8,7 @@ from typing import List
 from paddle import nn
 from paddlenlp.layers.globalpointer import GlobalPointer
 
-from globalpointer.model.decode import decode_spans
+from globalpointer.model.heads import decode_span_logits
 from globalpointer.spans import TokenSpan
 from globalpointer.model.loss import count_masked_gold, sparse_span_loss
 from globalpointer.model.masks import span_mask
@@ -24,7 +24,7 @@ class PeerHead(GlobalPointer):
         return sparse_span_loss(logits, gold, mask), count_masked_gold(gold, mask)
 
     def decode(self, logits, span_text, threshold: float) -> List[List[TokenSpan]]:
-        return decode_spans(logits.numpy(), span_mask(span_text).numpy(), threshold)
+        return decode_span_logits(logits, span_text, True, threshold)
 
 
 class Peer(nn.Layer):

@@ -8,7 +8,8 @@ import paddle
 import pytest
 
 from globalpointer.evaluation.calibrate import GRID, apply_thresholds, choose_thresholds
-from globalpointer.model.decode import decode_spans, sigmoid
+from globalpointer.model.decode import sigmoid
+from globalpointer.model.reference import decode_spans
 from globalpointer.model.heads import decode_span_logits
 from globalpointer.spans import Entity
 

@@ -1,6 +1,7 @@
 import numpy as np
 
-from globalpointer.model.decode import decode_spans, select_flat, sigmoid
+from globalpointer.model.decode import select_flat, sigmoid
+from globalpointer.model.reference import decode_spans
 from globalpointer.spans import TokenSpan
 from globalpointer.spans import Entity
 

@@ -18,16 +18,6 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow warning for large |x|
 
 
-def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.0) -> List[List[TokenSpan]]:
-    """Every unmasked cell with logit > its type's threshold, for each example of the batch (nested output).
-
-    ``logits`` ``[batch, types, L, L]``; ``mask`` broadcastable to it, False on padding, special
-    tokens and (with a tril mask) end < start.  One vectorised pass over the batch."""
-    limits = threshold_array(threshold)
-    hits = np.argwhere((logits > limits.reshape(1, -1, 1, 1)) & mask)
-    return spans_from_hits(hits, logits[tuple(hits.T)], logits.shape[0])
-
-
 def spans_from_hits(hits: np.ndarray, hit_logits: np.ndarray, batch_size: int) -> List[List[TokenSpan]]:
     """``hits`` ``[K, 4]`` rows (batch, type, start, end) of the cells above the threshold."""
     scores = sigmoid(np.asarray(hit_logits, dtype=np.float64))

@@ -25,8 +25,9 @@ from .span_autograd import broadcast_scores, pairwise_scores
 
 def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mask: bool,
                        threshold: Threshold) -> List[List[TokenSpan]]:
-    """``decode_spans`` with the threshold applied where the logits are (GPU or CPU): only the
-    cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
+    """Logits -> token spans: every cell of the span mask above its type's threshold (the plain
+    formula: ``reference.decode_spans``).  The threshold is applied where the logits are (GPU or
+    CPU): only the cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
     limits = threshold_array(threshold)
     hits = logits > (float(limits[0]) if limits.size == 1 else paddle.to_tensor(limits.reshape(1, -1, 1, 1)))
     # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT

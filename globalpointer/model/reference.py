@@ -7,8 +7,12 @@ to it (``tests/test_reference.py``).  Nothing in training or prediction calls it
 Shapes: ``hidden`` ``[batch, L, hidden]``; ``span_text`` ``[batch, L]`` bool (False on padding and
 special tokens); scores ``[batch, types, L, L]`` with cell ``(i, j)`` the span from token i to token j.
 """
+from typing import List
+
 import numpy as np
 
+from ..spans import TokenSpan
+from .decode import Threshold, spans_from_hits, threshold_array
 from .masks import MASKED_LOGIT
 
 
@@ -108,3 +112,14 @@ def multilabel_cross_entropy_gradient(scores: np.ndarray, labels: np.ndarray, ce
                     top = max(0.0, x.max())
                     grad[b, t][chosen] = sign * np.exp(x - top) / (np.exp(-top) + np.exp(x - top).sum())
     return grad / pairs
+
+
+def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.0) -> List[List[TokenSpan]]:
+    """Every unmasked cell with logit > its type's threshold, for each example of the batch (nested output):
+    what ``heads.decode_span_logits`` computes where the logits are.
+
+    ``logits`` ``[batch, types, L, L]``; ``mask`` broadcastable to it, False on padding, special
+    tokens and (with a tril mask) end < start.  One vectorised pass over the batch."""
+    limits = threshold_array(threshold)
+    hits = np.argwhere((logits > limits.reshape(1, -1, 1, 1)) & mask)
+    return spans_from_hits(hits, logits[tuple(hits.T)], logits.shape[0])
