@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from globalpointer.model.encoders import (EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json,
-                                    vocab_is_uncased)
+                                          vocab_is_uncased)
 from globalpointer.model.weights import read_state
 
 

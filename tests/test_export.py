@@ -9,8 +9,8 @@ from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.data.batching import collate
 from globalpointer.corpus import featurizer_for
 from globalpointer.errors import CheckpointError, ConfigError, UserError
-from globalpointer.model.backends import (PaddleInferenceModel, OnnxModel, choose_backend, onnx_providers,
-                                    paddle_inference_settings)
+from globalpointer.model.backends import (OnnxModel, PaddleInferenceModel, choose_backend, onnx_providers,
+                                          paddle_inference_settings)
 from globalpointer.deploy.export import export_checkpoint
 from globalpointer.inference.extractor import model_inputs
 from globalpointer.checkpoint import load_checkpoint
@@ -26,8 +26,8 @@ def exported(trained):
 
 def batch_of_windows(trained, texts):
     loaded = load_checkpoint(str(trained / "run" / "best"))
-    encoder = featurizer_for(loaded.encoder.tokenizer, loaded.trained_for.tokenization, loaded.config.data.max_length,
-                               loaded.config.data.window_overlap)
+    encoder = featurizer_for(loaded.encoder.tokenizer, loaded.trained_for.tokenization,
+                             loaded.config.data.max_length, loaded.config.data.window_overlap)
     windows = [w for i, t in enumerate(texts) for w in encoder.windows(i, encoder.tokenize(t))]
     return loaded.network, model_inputs(collate(windows, encoder.pad_id))
 

@@ -125,7 +125,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
                  config.model.threshold)
     log.info("%s: %s backend on %s", directory, chosen, runtime.device)
     extractor = Extractor(network, featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
-                                                    config.data.window_overlap), labels, config.model.decode,
+                                                  config.data.window_overlap), labels, config.model.decode,
                           threshold, window_batch_size or config.inference.batch_size,
                           pack_texts=config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -35,8 +35,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_netwo
     A directory that holds a run is continued (``resume``, which refuses a changed config unless
     ``resume_anyway``) or replaced (``overwrite``); otherwise it is an error, before any work.
     ``build(config.model, encoder, num_types)`` makes the network: another model (bench/vs_paddlenlp_f1.py
-    trains PaddleNLP's GlobalPointer this way) needs the same call signature and a ``head`` with
-    ``loss`` and ``decode``, and its checkpoints load only with it.  ``config_file``: where ``config``
+    trains PaddleNLP's GlobalPointer this way) needs the same call signature, a ``head`` with
+    ``loss`` and a ``decode``, and its checkpoints load only with it.  ``config_file``: where ``config``
     was read from (an input the run must not overwrite).  One process at a time writes a run
     directory (``RunLock``)."""
     require_files(config, ["train"])
@@ -62,7 +62,7 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, position_limit(encoder.model))
     featurizer = featurizer_for(encoder.tokenizer, resolve_tokenization(data.tokenization, encoder.tokenizer),
-                                    data.max_length, data.window_overlap)
+                                data.max_length, data.window_overlap)
     trained_for = TrainedFor(labels, featurizer.mode)  # the config stays as written, "auto" and all
     windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
     lengths = [len(w.input_ids) for w in windows]
