@@ -9,7 +9,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import yaml
 
@@ -411,6 +411,30 @@ def require_files(config: RunConfig, keys: List[str]) -> None:
 def yaml_scalar(value) -> str:
     """One value as YAML on one line, as a config file or ``--set`` writes it."""
     return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
+
+
+class KeyHelp(NamedTuple):
+    key: str  # dotted, as --set takes it
+    default: Any
+    choices: Optional[tuple]
+    help: str
+
+
+def key_help() -> List[KeyHelp]:
+    """Every key of the schema with its default, allowed values and help, in the order of the file
+    (what docs/configuration.md lists)."""
+    found: List[KeyHelp] = []
+
+    def walk(obj, prefix: str):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                found.append(KeyHelp(prefix + f.name, value, _choices(f), f.metadata.get("help", "")))
+
+    walk(RunConfig(), "")
+    return found
 
 
 def dump_config(config: RunConfig) -> str:

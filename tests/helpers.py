@@ -2,6 +2,7 @@
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +14,10 @@ import urllib.request
 
 from globalpointer.deploy.serve import workers_serving
 from globalpointer.spans import Entity
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

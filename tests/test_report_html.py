@@ -2,7 +2,6 @@
 import json
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from globalpointer.evaluation.metrics import error_summary, judge_text
 from globalpointer.evaluation.report_html import lanes, render_page
 from globalpointer.spans import Entity
+from helpers import CHROMIUM, HEADLESS
 
 E = Entity
 
@@ -59,11 +59,6 @@ def test_page_is_self_contained_and_marks_errors():
     assert "&lt;b&gt;</span>" in page and ">&amp;</span>" in page and "<b>&" not in page
     assert page.count('class="text"') == 3 and 'data-kinds="missed"' in page and 'data-kinds="wrong_type"' in page
     assert "<b>2</b> correct" in page and "<b>1</b> missed" in page and "<b>1</b> wrong type" in page
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")

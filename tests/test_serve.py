@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from helpers import ROOT, Service, call, free_port
+from helpers import CHROMIUM, HEADLESS, ROOT, Service, call, free_port
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
@@ -46,6 +46,17 @@ def test_labels_health_and_docs(service, trained):
     assert status == 200 and "/v1/extract" in spec["paths"]
     with urllib.request.urlopen(service + "/docs", timeout=30) as page:
         assert page.status == 200 and b"swagger" in page.read().lower()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+def test_the_docs_pages_render_without_internet(service, tmp_path):
+    """/docs and /redoc draw the API with every host but this machine unreachable: their scripts come
+    from the service, not from a CDN."""
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--virtual-time-budget=10000"]
+    for page, drawn in (("/docs", 'class="opblock-summary-path"'), ("/redoc", "operation/")):
+        dom = subprocess.run([CHROMIUM, *HEADLESS, *offline, f"--user-data-dir={tmp_path / 'profile'}",
+                              "--dump-dom", service + page], capture_output=True, text=True, timeout=120).stdout
+        assert drawn in dom and "/v1/extract" in dom, (page, dom[-2000:])
 
 
 def test_limits_and_malformed_requests_get_a_status_and_a_message(service):

@@ -263,9 +263,10 @@ def validation_messages(errors) -> List[dict]:
 
 def create_app(ner, limits: ServeConfig):
     """The FastAPI application over a ``globalpointer.load`` pipeline."""
-    from fastapi import FastAPI, HTTPException, Request, Response
+    from fastapi import HTTPException, Request, Response
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from fastapi_offline import FastAPIOffline
     from pydantic import BaseModel, ConfigDict, Field, field_validator
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -314,9 +315,11 @@ def create_app(ner, limits: ServeConfig):
         log.info("served %d texts in %d jobs of %d forward passes; dropped %d job(s) whose clients left",
                  batcher.texts, batcher.jobs, batcher.passes, batcher.dropped)
 
-    app = FastAPI(title="GlobalPointer NER", lifespan=lifespan,
-                  description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
-                              f"({ner.backend} backend).")
+    # /docs and /redoc from the Swagger UI and ReDoc files of the fastapi-offline package: the pages
+    # work without internet (FastAPI's own load them from a CDN)
+    app = FastAPIOffline(title="GlobalPointer NER", lifespan=lifespan,
+                         description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
+                                     f"({ner.backend} backend).")
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request, error: RequestValidationError):
