@@ -2,14 +2,14 @@
 
 Paddle's CPU wheels ship Intel MKL, which picks its kernels by CPU vendor: on an AMD (or other
 non-Intel) CPU it takes a generic SSE path and runs float32 GEMM at about a third of the machine's
-rate (measured on AMD EPYC: 34-38 GFLOP/s against 78-103 with the AVX2 path, docs/PERFORMANCE.md).
+rate (measured on AMD EPYC: 34-38 GFLOP/s against 78-103 with the AVX2 path, docs/lab/PERFORMANCE.md).
 ``MKL_DEBUG_CPU_TYPE=5`` makes the MKL build Paddle ships take its AVX2 kernels. It must be in the
 environment before the first Paddle kernel runs, so ``import globalpointer`` sets it; a user's own
 value is kept, and ``GLOBALPOINTER_MKL_DISPATCH=0`` turns this off.
 
 Subnormal floats (below 1.2e-38 in float32) turn up in training's gradients, and on Intel CPUs MKL
 multiplies them about 100 times slower than normal ones (a [512, 768] x [768, 2048] matmul: 990 ms
-against 5.8 ms with normal inputs, docs/PERFORMANCE.md).  ``flush_denormals`` makes the CPU read and
+against 5.8 ms with normal inputs, docs/lab/PERFORMANCE.md).  ``flush_denormals`` makes the CPU read and
 write them as zero, as PyTorch's ``set_flush_denormal`` and TensorFlow's kernels do;
 ``GLOBALPOINTER_FLUSH_DENORMALS=0`` turns this off.
 """

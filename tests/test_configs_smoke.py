@@ -1,5 +1,5 @@
 """Every shipped config trains, evaluates and checkpoints on a few dozen sentences of its real data,
-with its real encoder (the full runs are in docs/RESULTS.md)."""
+with its real encoder (the full runs are in docs/lab/RESULTS.md)."""
 import glob
 import json
 import os

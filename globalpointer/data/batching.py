@@ -9,7 +9,7 @@ from .features import Window
 
 # What one forward pass costs beyond its tokens, in padded tokens: measured on 2 cores (Intel Xeon,
 # CLUENER texts, m3e-small) as about 17 for ONNX Runtime and 12 for the dynamic graph, from texts/s
-# with 1 and 16 windows per forward pass (docs/PERFORMANCE.md, "Prediction batches").
+# with 1 and 16 windows per forward pass (docs/lab/PERFORMANCE.md, "Prediction batches").
 FORWARD_COST_TOKENS = 16.0
 
 

@@ -1,6 +1,6 @@
 """Convert any supported file to the canonical JSON lines, optionally a slice of its records
 (``globalpointer convert INPUT OUTPUT [--format auto] [--skip N] [--take N]``), e.g. the
-deterministic CMeEE split used in docs/RESULTS.md:
+deterministic CMeEE split used in docs/lab/RESULTS.md:
 
     globalpointer convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_train.jsonl --take 4000
     globalpointer convert ../shared/data/cmeee/CMeEE_dev.json runs/data/cmeee_test.jsonl --skip 4000

@@ -29,7 +29,7 @@ log = logging.getLogger("globalpointer")
 # Quantized: the encoder's MatMuls and the embedding table (Gather); the head's projection is a
 # Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
 INT8_OPS = ("MatMul", "Gather")
-INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/PERFORMANCE.md)
+INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/lab/PERFORMANCE.md)
 # token_text and span_text number the texts of a row (masks.py); exports of earlier versions
 # took a bool span_text and one text per row, and still run that way (backends: the program's input type)
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_text"),

@@ -10,7 +10,7 @@ Limits (``serve.max_texts``, ``serve.max_text_chars``, ``serve.max_request_token
 SIGTERM stops accepting and lets requests in flight finish within ``serve.shutdown_timeout_s``.
 ``serve.workers`` processes (default: one per CPU core, each on one core) share the port, each with
 its own model and micro-batcher: on the CPU, single-core processes predict the small batches of
-concurrent clients faster than one process on every core (docs/PERFORMANCE.md).
+concurrent clients faster than one process on every core (docs/lab/PERFORMANCE.md).
 """
 import asyncio
 import collections

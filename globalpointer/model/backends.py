@@ -5,7 +5,7 @@ Inference or ONNX Runtime, on the CPU or a GPU.
 choices come from it.  Every backend takes the network's call signature (input_ids,
 token_text, span_text -> logits) and has its head's ``decode``, so the Extractor does not
 know which one it drives.  ``choose_backend`` picks one for a model directory: ``auto`` takes ONNX
-Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/PERFORMANCE.md), Paddle
+Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/lab/PERFORMANCE.md), Paddle
 Inference for an export without it, and the dynamic graph for a checkpoint.  Nothing falls back
 silently: a backend or device that cannot be had is an error saying how to get it.
 """
@@ -170,7 +170,7 @@ class PaddleInferenceModel(_ExportedModel):
             # the dynamic graph): no single fuse pass is the cause, the kernels are, so they are kept off
             # by deleting the pass that places ops on them.  The CPU fusions of the oneDNN pass list
             # stay, and they are exact (2.7e-5) and 1.23x as fast as the list without oneDNN
-            # (docs/PERFORMANCE.md, "oneDNN in Paddle Inference").
+            # (docs/lab/PERFORMANCE.md, "oneDNN in Paddle Inference").
             config.enable_mkldnn()
             config.delete_pass("onednn_placement_pass")
             config.set_cpu_math_library_num_threads(threads)

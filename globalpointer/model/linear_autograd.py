@@ -2,7 +2,7 @@
 
 Paddle 3.3.1 computes ``x @ W + b`` as a matmul and a broadcast add, and on the CPU the add's gradient
 (summing the output gradient over batch and length for the bias) took 14.6% of a training step
-(docs/PERFORMANCE.md, op profile).  Here the bias gradient is one sum over a 2-D view, and the weight
+(docs/lab/PERFORMANCE.md, op profile).  Here the bias gradient is one sum over a 2-D view, and the weight
 gradient one 2-D matmul; the gradients are the same values (tests/test_linear_autograd.py compares
 them with autograd's).  Only while training in the dynamic graph: evaluation, prediction and export
 run the layer's own forward.

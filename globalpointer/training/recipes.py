@@ -1,5 +1,5 @@
 """Training recipes the GlobalPointer literature reports gains with, each off by default
-(``train.adversarial``, ``train.ema_decay``, ``train.layer_lr_decay``; evidence in docs/RESULTS.md).
+(``train.adversarial``, ``train.ema_decay``, ``train.layer_lr_decay``; evidence in docs/lab/RESULTS.md).
 
 - FGM (Miyato et al.): after the backward pass, move the word embeddings by
   r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a

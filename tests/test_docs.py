@@ -1,0 +1,45 @@
+"""The documentation site: every config key on its configuration page, and a strict build (a broken
+link or a missing page fails)."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from globalpointer.config import flatten_config, load_config
+from helpers import ROOT
+
+
+def load_hook():
+    spec = importlib.util.spec_from_file_location("config_keys", os.path.join(ROOT, "docs", "hooks", "config_keys.py"))
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def test_the_configuration_page_lists_every_key_with_its_default():
+    hook = load_hook()
+    page = open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read()
+    assert hook.MARKER in page
+    table = hook.on_page_markdown(page, None, None, None).split("## Every key")[1]
+    rows = {line.split("|")[1].strip(" `"): line for line in table.splitlines() if line.startswith("| `")}
+    keys = flatten_config(load_config())
+    assert set(rows) == set(keys)
+    assert "`efficient_global_pointer`" in rows["model.head"] and "`onnxruntime`" in rows["inference.backend"]
+    assert "| `64` |" in rows["inference.batch_size"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+                    reason="mkdocs is not installed (requirements.txt installs it)")
+def test_the_site_builds_strictly(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    architecture = (tmp_path / "site" / "architecture" / "index.html").read_text(encoding="utf-8")
+    assert "reference.global_pointer_scores" in architecture
+    configuration = (tmp_path / "site" / "configuration" / "index.html").read_text(encoding="utf-8")
+    assert "inference.batch_size" in configuration
