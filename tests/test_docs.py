@@ -43,3 +43,53 @@ def test_the_site_builds_strictly(tmp_path):
     assert "reference.global_pointer_scores" in architecture
     configuration = (tmp_path / "site" / "configuration" / "index.html").read_text(encoding="utf-8")
     assert "inference.batch_size" in configuration
+
+
+SCRIPTS = {"train.py": "train", "evaluate.py": "evaluate", "predict.py": "predict"}
+
+
+def documented_commands():
+    """(file, command line) of every `globalpointer ...` / `python train.py ...`-style line in the
+    README's and the docs' bash blocks, comments and shell plumbing removed."""
+    import glob
+    import shlex
+
+    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    for page in pages:
+        text = open(page, encoding="utf-8").read().replace("\\\n", " ")
+        for block in text.split("```bash")[1:]:
+            for line in block.split("```")[0].splitlines():
+                words = shlex.split(line, comments=True)
+                for stop in ("|", ">", "&&"):
+                    if stop in words:  # the command this line is about comes after a pipe, before a redirect
+                        words = words[words.index(stop) + 1:] if stop == "|" else words[:words.index(stop)]
+                script = next((i for i, word in enumerate(words) if word in SCRIPTS), None)
+                if script is not None:
+                    yield os.path.basename(page), [SCRIPTS[words[script]], *words[script + 1:]]
+                elif words[:1] == ["globalpointer"] and len(words) > 1:
+                    yield os.path.basename(page), words[1:]
+
+
+class Parsed(Exception):
+    pass
+
+
+def test_every_documented_command_parses(monkeypatch):
+    """The commands the README and the docs show take the flags they are shown with (parsed, not run)."""
+    import argparse
+
+    from globalpointer.cli import main
+
+    def parse_only(self, args=None, namespace=None):
+        raise Parsed(original(self, args, namespace))
+    original = argparse.ArgumentParser.parse_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    commands = list(documented_commands())
+    assert len(commands) > 20 and {argv[0] for _, argv in commands} >= {"train", "evaluate", "predict", "export",
+                                                                         "calibrate", "serve", "convert"}
+    for page, argv in commands:
+        with pytest.raises(Parsed):
+            try:
+                main(argv)
+            except SystemExit as refused:
+                raise AssertionError(f"{page}: {' '.join(argv)} does not parse (exit {refused.code})") from None
