@@ -37,8 +37,17 @@ def test_a_wheel_installs_and_works_from_any_directory(tmp_path):
         cwd=elsewhere)
     summary = json.loads((elsewhere / "OUT" / "summary.json").read_text())
     assert round(summary["best_dev_f1"] * 100, 2) == 58.54  # the README's quickstart, to the digit
-    found = run([bin_dir / "python", "-c", "import globalpointer; print(globalpointer.load('OUT/best')('张三在北京大学读书'))"],
-                cwd=elsewhere)
-    assert "'start'" in found and "'type'" in found, found
+    # the README's quickstart commands and Python lines, with the output it shows
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    report = run([bin_dir / "globalpointer", "evaluate", "--model", "OUT/best", "--data", f"{sample}/dev.json"],
+                 cwd=elsewhere)
+    assert next(line for line in report.splitlines() if line.startswith("micro")) in readme
+    run([bin_dir / "globalpointer", "predict", "--model", "OUT/best", "--input", f"{sample}/raw.txt", "--output",
+         "raw.predictions.jsonl"], cwd=elsewhere)
+    assert len((elsewhere / "raw.predictions.jsonl").read_text(encoding="utf-8").splitlines()) == 100
+    shown = run([bin_dir / "python", "-c", "import globalpointer; ner = globalpointer.load('OUT/best'); "
+                 "print(ner('张三在北京大学读书')); print(list(ner.pipe(['深圳', '李四去了广州'])))"], cwd=elsewhere)
+    for line in shown.splitlines():
+        assert f"# {line}\n" in readme, line
     package = run([bin_dir / "python", "-c", "import globalpointer; print(globalpointer.__file__)"], cwd=elsewhere)
     assert str(venv) in package  # the installed wheel, not the checkout
