@@ -24,14 +24,13 @@ no_sync = paddle.DataParallel.no_sync
 
 def counted(self):
     skipped.append(1)
+    with open(os.environ["COUNT"] + os.environ["PADDLE_TRAINER_ID"], "w") as out:  # main() ends the process
+        out.write(str(len(skipped)))
     return no_sync(self) if os.environ["MODE"] == "no_sync" else contextlib.nullcontext()
 
 
 paddle.DataParallel.no_sync = counted
-code = main(["train", *sys.argv[1:]])
-with open(os.environ["COUNT"] + os.environ["PADDLE_TRAINER_ID"], "w") as out:
-    out.write(str(len(skipped)))
-sys.exit(code)
+sys.exit(main(["train", *sys.argv[1:]]))
 """
 
 
@@ -127,3 +126,20 @@ def test_accumulation_under_data_parallel_all_reduces_once_per_step(tmp_path):
     assert summaries["no_sync"]["best_dev_f1"] == summaries["synced"]["best_dev_f1"]
     for name, value in weights["synced"].items():
         np.testing.assert_allclose(weights["no_sync"][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.slow
+def test_a_data_parallel_process_ends_with_its_exit_code_and_its_output(tmp_path):
+    """A process of a launch leaves through os._exit (cli.end_data_parallel_process): its exit code,
+    standard output and error, and the files it wrote are all there."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "张三", "entities": [{"start": 0, "end": 2, "type": "name"}]}\n', encoding="utf-8")
+    env = {**os.environ, "PADDLE_TRAINERS_NUM": "2"}
+    done = subprocess.run([sys.executable, "-m", "globalpointer", "convert", str(source), str(tmp_path / "out.jsonl")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))["text"] == "张三"
+    refused = subprocess.run([sys.executable, "-m", "globalpointer", "convert", str(tmp_path / "missing.jsonl"),
+                              str(tmp_path / "other.jsonl")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env=env)
+    assert refused.returncode == 2 and "error:" in refused.stderr and "missing.jsonl" in refused.stderr
