@@ -41,3 +41,26 @@ def test_evaluate_a_labelled_file_from_python(trained):
     assert report["micro"]["f1"] == summary["best_dev_f1"]  # what training's dev evaluation measured
     counts, micro = report["errors"]["counts"], report["micro"]
     assert counts["correct"] == micro["correct"] and counts["missed"] <= micro["support"] - micro["correct"]
+
+
+def test_what_users_pass_gets_entities_or_a_message_that_says_what_to_pass(trained):
+    import pytest
+
+    from globalpointer.errors import ConfigError
+
+    ner = globalpointer.load(str(trained / "run" / "best"))
+    texts = ["北京大学的张三在上海", "李四"]
+    assert ner(texts) == [ner(texts[0]), ner(texts[1])] and ner(tuple(texts)) == ner(texts)  # the Hugging Face habit
+    with pytest.raises(TypeError, match="pipe\\(\\) takes an iterable of texts, got one str"):
+        list(ner.pipe("北京大学"))  # not one text per character
+    with pytest.raises(TypeError, match="got NoneType"):
+        ner(None)
+    with pytest.raises(TypeError, match="decode them first"):
+        ner("北京".encode("utf-8"))
+    with pytest.raises(TypeError, match="pipe\\(\\): text 1 takes text"):
+        list(ner.pipe(["北京", 3]))
+    with pytest.raises(ConfigError, match="did you mean model__threshold=0.5"):
+        globalpointer.load(str(trained / "run" / "best"), threshold=0.5)
+    with pytest.raises(ConfigError, match="^load\\(\\): device: expected a string, got 0$"):
+        globalpointer.load(str(trained / "run" / "best"), device=0)  # not blamed on the model's config.yaml
+    assert repr(ner).startswith(f"Pipeline({str(trained / 'run' / 'best')!r}, backend='dynamic', device='cpu'")

@@ -11,10 +11,12 @@
 ``globalpointer calibrate`` stored in the directory are used unless
 ``model.calibrated_thresholds`` is false.
 """
+import difflib
 import logging
-from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
 
-from ..config import RunConfig, yaml_scalar
+from ..config import RunConfig, key_help, load_config, yaml_scalar
+from ..errors import ConfigError
 from ..runtime import Runtime
 from ..spans import Record
 from .extractor import run_steps
@@ -34,14 +36,24 @@ class Pipeline:
         self.backend = backend
         self.directory = directory
 
-    def __call__(self, text: str) -> List[dict]:
-        return next(self.pipe([text]))
+    def __repr__(self) -> str:
+        return (f"Pipeline({self.directory!r}, backend={self.backend!r}, device={self.runtime.device!r}, "
+                f"labels={self.labels!r})")
+
+    def __call__(self, text: Union[str, Sequence[str]]) -> Union[List[dict], List[List[dict]]]:
+        """The entity dicts of one text, or a list of them for a list of texts."""
+        if isinstance(text, (list, tuple)):
+            return list(self.pipe(text))
+        return next(self.pipe([_text(text, "ner()")]))
 
     def pipe(self, texts: Iterable[str], batch_size: Optional[int] = None) -> Iterator[List[dict]]:
         """Entity dicts per text, in order, ``batch_size`` texts predicted at a time (default 256)."""
+        if isinstance(texts, (str, bytes)):  # iterating it would predict each character as a text
+            raise TypeError(f"pipe() takes an iterable of texts, got one {type(texts).__name__}: call ner(text) "
+                            f"for one text, or pipe([text])")
         batch: List[str] = []
-        for text in texts:
-            batch.append(text)
+        for index, text in enumerate(texts):
+            batch.append(_text(text, f"pipe(): text {index}"))
             if len(batch) >= (batch_size or 256):
                 yield from self._predict(batch)
                 batch = []
@@ -65,9 +77,29 @@ class Pipeline:
         return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
 
 
+def _text(text, where: str) -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes):
+        raise TypeError(f"{where} takes text (str), got bytes: decode them first, e.g. data.decode('utf-8')")
+    raise TypeError(f"{where} takes text (str) or a list of texts, got {type(text).__name__}")
+
+
 def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:
-    """``--set`` items from both forms: ``["model.threshold=0.5"]`` and ``model__threshold=0.5``."""
+    """``--set`` items from both forms: ``["model.threshold=0.5"]`` and ``model__threshold=0.5``; a
+    keyword that names no config key, or a value the key cannot take, is an error that says so."""
+    keys = [item.key for item in key_help()]
+    for name, value in keyword.items():
+        if name.replace("__", ".") not in keys:
+            close = difflib.get_close_matches(name.replace("__", "."), keys, n=1)
+            hint = f"; did you mean {close[0].replace('.', '__')}={value!r}?" if close else ""
+            raise ConfigError(f"load(): {name}={value!r} is no config key; config keys are passed as SECTION__KEY "
+                              f"(model__threshold=0.5 is --set model.threshold=0.5){hint}")
     keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
+    try:
+        load_config(overrides=keyword_items)  # each value checked on its own, before the model's config
+    except ConfigError as error:
+        raise ConfigError(f"load(): {error}") from None
     return list(overrides or []) + keyword_items
 
 
