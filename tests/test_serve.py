@@ -44,6 +44,15 @@ def test_labels_health_and_docs(service, trained):
     assert status == 200 and health["status"] == "ok" and health["backend"] == "dynamic"
     status, spec = call(service, "/openapi.json")
     assert status == 200 and "/v1/extract" in spec["paths"]
+    paths, schemas = spec["paths"], spec["components"]["schemas"]
+    assert [paths[path][method]["operationId"] for path, method in
+            (("/v1/extract", "post"), ("/health", "get"), ("/v1/labels", "get"))] == ["extract", "health", "labels"]
+    for path, model in (("/health", "Health"), ("/v1/labels", "Labels")):  # a generated client gets typed answers
+        assert paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(model)
+    assert paths["/v1/extract"]["post"]["responses"]["413"]["content"]["application/json"]["schema"]["$ref"] \
+        .endswith("Problem")
+    texts = schemas["ExtractRequest"]["properties"]["texts"]
+    assert texts["maxItems"] == 8 and texts["items"]["maxLength"] == 500  # the service fixture's limits
     with urllib.request.urlopen(service + "/docs", timeout=30) as page:
         assert page.status == 200 and b"swagger" in page.read().lower()
 

@@ -276,9 +276,13 @@ def create_app(ner, limits: ServeConfig):
 
     class ExtractRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
+        # the limits in the schema too, for generated clients; over one the answer is a 413 with a
+        # message (not pydantic's 422), so they are not enforced by validation
         texts: List[str] = Field(description=f"texts to extract entities from (at most {limits.max_texts}, "
                                              f"each at most {limits.max_text_chars} characters, together at most "
-                                             f"{limits.max_request_tokens} tokens)")
+                                             f"{limits.max_request_tokens} tokens)",
+                                 json_schema_extra={"maxItems": limits.max_texts,
+                                                    "items": {"type": "string", "maxLength": limits.max_text_chars}})
 
         @field_validator("texts")
         @classmethod
@@ -303,6 +307,18 @@ def create_app(ner, limits: ServeConfig):
 
     class ExtractResponse(BaseModel):
         results: List[Result]
+
+    class Health(BaseModel):
+        status: str = Field(description="ok while the service answers")
+        model: str = Field(description="the model directory it serves")
+        backend: str = Field(description="dynamic, paddle-inference or onnxruntime")
+        device: str
+
+    class Labels(BaseModel):
+        labels: List[str] = Field(description="the entity types, in the model's order")
+
+    class Problem(BaseModel):
+        detail: str = Field(description="what was wrong and what would fix it")
 
     featurizer = ner.extractor.featurizer
     batcher = MicroBatcher(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits.batch_texts,
@@ -336,17 +352,18 @@ def create_app(ner, limits: ServeConfig):
                       f"/v1/extract, GET /v1/labels, GET /health and GET /docs")
         return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
-    @app.get("/health")
+    @app.get("/health", response_model=Health, operation_id="health")
     async def health():
         return {"status": "ok", "model": ner.directory, "backend": ner.backend, "device": ner.runtime.device}
 
-    @app.get("/v1/labels")
+    @app.get("/v1/labels", response_model=Labels, operation_id="labels")
     async def labels():
         return {"labels": ner.labels}
 
-    @app.post("/v1/extract", response_model=ExtractResponse,
-              responses={413: {"description": "too many texts, a text too long, too many tokens, or a body too large"},
-                         503: {"description": "the service is shutting down"}})
+    @app.post("/v1/extract", response_model=ExtractResponse, operation_id="extract",
+              responses={413: {"model": Problem,
+                               "description": "too many texts, a text too long, too many tokens, or a body too large"},
+                         503: {"model": Problem, "description": "the service is shutting down"}})
     async def extract(body: ExtractRequest, request: Request):
         texts = body.texts
         if len(texts) > limits.max_texts:
