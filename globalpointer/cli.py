@@ -15,6 +15,7 @@ from .config import backend_names, dump_config, load_config
 from .errors import UserError, setup_logging
 from .files import check_output_files
 from .inference.file_prediction import OUTPUT_FORMATS
+from .runtime import launch_position
 
 log = logging.getLogger("globalpointer")
 
@@ -49,7 +50,7 @@ def run_command(main, argv: Optional[List[str]], prog: str) -> int:
     """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130.
     A process of a data-parallel launch ends here (``end_data_parallel_process``)."""
     code = _run(main, argv, prog)
-    if int(os.environ.get("PADDLE_TRAINERS_NUM", "1")) > 1:
+    if launch_position()[1] > 1:
         end_data_parallel_process(code)
     return code
 

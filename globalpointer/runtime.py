@@ -1,11 +1,11 @@
-"""Where the math runs: device choice, CPU threads, data-parallel rank, seeds."""
+"""Where the math runs: device choice, CPU threads, data-parallel rank, seeds.  Paddle is imported
+where it is used, so that ``launch_position`` costs no import of it (the command line asks it)."""
 import logging
 import os
 import random
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
-import paddle
 
 from . import mathlib
 from .errors import ConfigError
@@ -27,7 +27,14 @@ class Runtime(NamedTuple):
         return self.device.startswith("gpu")
 
 
+def launch_position() -> Tuple[int, int]:
+    """(rank, number of processes) of this process in a ``paddle.distributed.launch``; (0, 1) outside one."""
+    return int(os.environ.get("PADDLE_TRAINER_ID", "0")), int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+
+
 def gpu_available() -> bool:
+    import paddle
+
     return paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
 
 
@@ -51,8 +58,9 @@ def cpu_thread_count(requested: int, world_size: int) -> int:
 
 
 def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
-    world_size = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
-    rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+    import paddle
+
+    rank, world_size = launch_position()
     local_rank = int(os.environ.get("PADDLE_LOCAL_RANK", os.environ.get("FLAGS_selected_gpus", "0")) or 0)
     chosen = choose_device(device, local_rank)
     paddle.set_device(chosen)
@@ -67,6 +75,8 @@ def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
 
 
 def seed_everything(seed: int) -> None:
+    import paddle
+
     random.seed(seed)
     np.random.seed(seed)
     paddle.seed(seed)

@@ -4,7 +4,6 @@ the step (micro-batches, recipes, the update), run.py the run directory, progres
 import contextlib
 import logging
 import math
-import os
 from typing import Callable, List, Optional, Tuple
 
 import paddle
@@ -20,7 +19,7 @@ from ..files import RunLock
 from ..inference.extractor import Extractor
 from ..model.encoders import check_position_limit, load_encoder, position_limit
 from ..model.network import build_network, load_weights
-from ..runtime import Runtime, seed_everything, setup_runtime
+from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
@@ -43,7 +42,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_netwo
     check_run_directory(config.output_dir, [config_file, config.data.train, config.data.dev, config.data.test,
                                             config.model.encoder])
     check_no_run(config.output_dir, resume, overwrite)
-    writes = int(os.environ.get("PADDLE_TRAINER_ID", "0")) == 0  # data parallel: only rank 0 writes
+    writes = launch_position()[0] == 0  # data parallel: only rank 0 writes
     with RunLock(config.output_dir) if writes else contextlib.nullcontext():
         check_no_run(config.output_dir, resume, overwrite)  # again, now that no other run can start writing
         return _train(config, resume, build, overwrite, resume_anyway)
