@@ -24,10 +24,20 @@ THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer c
 
 
 class TrainedFor(NamedTuple):
-    """What training resolved once, from the config and the data: the types in output order and the
-    tokenization ``auto`` became.  Saved beside the config, which stays as the user wrote it."""
+    """What training resolved once, from the config and the data: the types in output order, the
+    tokenization ``auto`` became, and whether any training text had overlapping entities (None: not
+    recorded, a checkpoint from before it was).  Saved beside the config, which stays as the user
+    wrote it."""
     labels: List[str]
     tokenization: str
+    overlapping: Optional[bool] = None
+
+    def decoding(self, decode: str) -> str:
+        """``model.decode`` resolved: ``auto`` predicts flat entities for a model trained on flat
+        ones only, so its output has no overlaps its training data never had."""
+        if decode != "auto":
+            return decode
+        return "flat" if self.overlapping is False else "nested"
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,
@@ -43,7 +53,8 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
         save_encoder_files(encoder, partial)
         with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
             json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
-                       "tokenization": trained_for.tokenization}, out)
+                       "tokenization": trained_for.tokenization,
+                       "overlapping_entities": trained_for.overlapping}, out)
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))
         for name, obj in (extra_json or {}).items():
@@ -136,7 +147,7 @@ def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfi
     if config.data.tokenization not in ("auto", tokenization):
         raise ConfigError(f"data.tokenization: the model in {directory} was trained with {tokenization} tokens; "
                           f"it cannot read {config.data.tokenization} tokens (leave data.tokenization out)")
-    return config, TrainedFor(labels, tokenization), tokenizer
+    return config, TrainedFor(labels, tokenization, info.get("overlapping_entities")), tokenizer
 
 
 def _read_info(directory: str) -> dict:
@@ -146,6 +157,7 @@ def _read_info(directory: str) -> dict:
             info = json.load(handle)
         assert isinstance(info, dict) and isinstance(info["vocab_tokens"], int)
         assert info["tokenization"] in ("char", "subword")
+        assert info.get("overlapping_entities") in (None, True, False)
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
         raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
                               f"\"char\" or \"subword\"}}") from None

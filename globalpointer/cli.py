@@ -185,17 +185,23 @@ def _predict(argv, prog):
     parser.add_argument("--lines-per-chunk", type=whole_number(1), default=512, help="lines read and predicted at a time")
     parser.add_argument("--output-format", default="jsonl", choices=OUTPUT_FORMATS,
                         help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
-                             "line), for Label Studio's import")
+                             "line), for Label Studio's import; doccano: one doccano import line per input line, "
+                             "{\"text\", \"label\": [[start, end, type]]}")
+    parser.add_argument("--label-config", metavar="FILE",
+                        help="also write the Label Studio labeling interface for the model's types here (paste it "
+                             "into the project's Labeling Interface, or pass it as label_config through the API)")
     parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
+    from .files import atomic_write_text
     from .inference.file_prediction import predict_file, predict_file_share
     from .inference.label_studio import labeling_config
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
-    check_output_files({"--output": args.output, "--html": args.html}, [args.input, args.model])
+    check_output_files({"--output": args.output, "--html": args.html, "--label-config": args.label_config},
+                       [args.input, args.model])
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
@@ -206,8 +212,12 @@ def _predict(argv, prog):
 
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
                   on_payload=draw if args.html else None)
-    if args.output_format == "label-studio":
-        log.info("Label Studio labeling config for these tasks:\n%s", labeling_config(ner.labels))
+    if args.label_config and runtime.rank == 0:
+        atomic_write_text(args.label_config, labeling_config(ner.labels) + "\n")
+        log.info("wrote %s: the Label Studio labeling interface for these predictions", args.label_config)
+    elif args.output_format == "label-studio":
+        log.info("Label Studio labeling config for these tasks (--label-config FILE writes it):\n%s",
+                 labeling_config(ner.labels))
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 

@@ -76,12 +76,14 @@ class ModelConfig:
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
                      ("sparse", "dense"))
-    decode: str = _opt("nested", "nested: every span above the threshold; flat: greedy non-overlapping by score",
-                       ("nested", "flat"))
-    threshold: float = _opt(0.0, "span heads: a span is predicted when its logit exceeds this (0: probability 0.5)")
-    calibrated_thresholds: bool = _opt(True, "span heads: use the per-type thresholds of the model directory's "
+    decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "
+                       "score; auto: flat for a model none of whose training texts had overlapping entities "
+                       "(recorded in the checkpoint), else nested", ("auto", "nested", "flat"))
+    min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
+                            "entity, the sigmoid of its logit) is above this; between 0 and 1")
+    calibrated_thresholds: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
                                        "thresholds.json (globalpointer calibrate) when it has one; "
-                                       "false: model.threshold for every type")
+                                       "false: model.min_score for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head")
 
 
@@ -311,9 +313,12 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
                 tree[section] = values
     for item in overrides or []:
         keys, value = _parse_override(item)
+        if keys == ["model", "threshold"]:
+            raise ConfigError(f"--set {item}: {min_score_hint(value)}")
         _set_nested(tree, keys, value)
     where = f" (in {path})" if path else ""
     _move_renamed(tree, where)
+    _convert_logit_threshold(tree, where)
     try:
         config = _build(RunConfig, tree, [])
     except ConfigError as error:
@@ -333,6 +338,39 @@ def _move_renamed(tree: Dict[str, Any], where: str) -> None:
             tree[new_section].setdefault(new_key, value)
             log.warning("%s is now %s%s: read as %s=%s; rename the key", old, new, where, new,
                         tree[new_section][new_key])
+
+
+def _probability(logit) -> float:
+    """The sigmoid of a model.threshold value; ValueError when it is no number."""
+    try:
+        return 1 / (1 + math.exp(-float(logit)))
+    except (TypeError, OverflowError):
+        raise ValueError(logit) from None
+
+
+def min_score_hint(logit) -> str:
+    """What to write instead of model.threshold=``logit``."""
+    try:
+        same = f": model.threshold={logit} is model.min_score={_probability(logit):.6g}"
+    except ValueError:
+        same = ""
+    return f"model.threshold (a logit) is now model.min_score, a probability between 0 and 1{same}"
+
+
+def _convert_logit_threshold(tree: Dict[str, Any], where: str) -> None:
+    """Files written before model.min_score (checkpoints, configs) say model.threshold, a logit:
+    read as the same cut-off in probability, so they predict exactly what they did."""
+    model = tree.get("model")
+    if not isinstance(model, dict) or "threshold" not in model:
+        return
+    logit = model.pop("threshold")
+    try:
+        model.setdefault("min_score", _probability(logit))
+    except ValueError:
+        raise ConfigError(f"model.threshold{where}: expected a number, got {logit!r}; the key is now "
+                          f"model.min_score, a probability between 0 and 1") from None
+    log.warning("model.threshold (a logit) is now model.min_score, a probability%s: read threshold %s as "
+                "min_score %.6g; rename the key", where, logit, model["min_score"])
 
 
 def validate(config: RunConfig) -> None:
@@ -357,6 +395,9 @@ def validate(config: RunConfig) -> None:
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key} must not be negative, got {value}")
+    if not 0 < config.model.min_score < 1:
+        raise ConfigError(f"model.min_score is a probability between 0 and 1 (not either end), got "
+                          f"{config.model.min_score}; 0.5 is the model's own boundary")
     if config.data.max_length < 3:
         raise ConfigError(f"data.max_length must leave room for text besides [CLS] and [SEP], got {config.data.max_length}")
     if config.data.window_overlap >= config.data.max_length - 2:

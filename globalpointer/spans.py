@@ -29,6 +29,12 @@ class TokenSpan(NamedTuple):
     score: float = 1.0
 
 
+def overlapping(entities: Sequence[Entity]) -> bool:
+    """Whether two of the entities share a character (nested, crossing, or one span with two types)."""
+    ordered = sorted(entities, key=lambda e: (e.start, e.end))
+    return any(following.start < previous.end for previous, following in zip(ordered, ordered[1:]))
+
+
 CLS_POSITIONS = 1  # input positions before a window's first text token: [CLS]
 
 

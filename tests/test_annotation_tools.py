@@ -202,6 +202,46 @@ def test_shares_of_several_processes_join_into_the_same_array(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "one.json", "two.json"]
 
 
+def test_doccano_output_reads_back_as_the_same_entities(tmp_path):
+    """--output-format doccano: doccano's sequence-labelling import line per input line, which the
+    doccano reader (and so doccano's own export of the corrected lines) reads back."""
+    sink = io.StringIO()
+    source = b'{"text": "Alice lives in Paris", "id": 7}\n{"text": "Paris"}\n\xff\n'
+    lines, failed = predict_stream(FakeExtractor(), io.BytesIO(source), PredictionWriter(sink, "doccano"))
+    rows = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert (lines, failed) == (3, 1)
+    rows[0]["label"].sort()
+    assert rows[0] == {"text": "Alice lives in Paris", "id": 7, "label": [[0, 5, "PER"], [15, 20, "LOC"]]}
+    assert rows[1] == {"text": "Paris", "label": [[0, 5, "LOC"]]} and rows[2]["label"] == [] and "error" in rows[2]
+    path = write(tmp_path, "doccano.jsonl", "".join(json.dumps(row) + "\n" for row in rows[:2]))
+    assert [spans(r) for r in read_records(path)] == [[(0, 5, "PER", "Alice"), (15, 20, "LOC", "Paris")],
+                                                      [(0, 5, "LOC", "Paris")]]
+
+
+def test_doccano_export_zip_is_read_through_its_data_file(tmp_path):
+    import zipfile
+
+    line = '{"id": 1, "text": "EU rejects German lamb.", "label": [[0, 2, "ORG"], [11, 17, "MISC"]]}\n'
+    one = tmp_path / "project.zip"
+    with zipfile.ZipFile(one, "w") as archive:
+        archive.writestr("admin.jsonl", line)  # doccano 1.8: one file per annotator
+    assert [spans(r) for r in read_records(str(one))] == [[(0, 2, "ORG", "EU"), (11, 17, "MISC", "German")]]
+    several = tmp_path / "team.zip"
+    with zipfile.ZipFile(several, "w") as archive:
+        archive.writestr("admin.jsonl", line)
+        archive.writestr("anna.jsonl", line)
+    with pytest.raises(DataError, match="team.zip: a zip holding admin.jsonl, anna.jsonl; unzip it and name the "
+                                        "file to read"):
+        read_records(str(several))
+    with zipfile.ZipFile(several, "a") as archive:
+        archive.writestr("all.jsonl", line)  # doccano's merged file when the project shares annotations
+    assert len(read_records(str(several))) == 1
+    broken = tmp_path / "cut.zip"
+    broken.write_bytes(one.read_bytes()[:40])
+    with pytest.raises(DataError, match="cut.zip: a zip file that cannot be read"):
+        read_records(str(broken))
+
+
 def test_predict_cli_to_label_studio_and_back_into_evaluate(trained, tmp_path, capsys):
     from globalpointer.cli import evaluate_main, predict_main
 
@@ -209,7 +249,10 @@ def test_predict_cli_to_label_studio_and_back_into_evaluate(trained, tmp_path, c
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     tasks_path = tmp_path / "tasks.json"
     assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
-                         "--output", str(tasks_path), "--output-format", "label-studio"]) == 0
+                         "--output", str(tasks_path), "--output-format", "label-studio",
+                         "--label-config", str(tmp_path / "interface.xml")]) == 0
+    labels = json.loads((trained / "run" / "best" / "labels.json").read_text())
+    assert (tmp_path / "interface.xml").read_text(encoding="utf-8") == labeling_config(labels) + "\n"
     tasks = json.loads(tasks_path.read_text(encoding="utf-8"))
     assert len(tasks) == 20 and tasks[0]["predictions"][0]["model_version"] == str(trained / "run" / "best")
     assert sum(len(t["predictions"][0]["result"]) for t in tasks) > 20

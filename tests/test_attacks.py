@@ -91,7 +91,7 @@ def test_resuming_a_finished_run_adds_no_evaluation(tmp_path):
     config = tiny_config(tmp_path, train__epochs=1, train__eval_every=4)  # 15 steps: the last is no multiple of 4
     assert train_main(["--config", config]) == 0
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
-    assert train_main(["--config", config, "--resume", "--set", "model.threshold=0.5"]) == 0
+    assert train_main(["--config", config, "--resume", "--set", "model.min_score=0.6"]) == 0
     assert list(csv.DictReader(open(tmp_path / "run" / "metrics.csv"))) == rows
 
 
@@ -198,7 +198,7 @@ def test_jsonl_with_a_byte_order_mark_keeps_its_fields():
 
 # 8. nonsense numbers ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("override", ["train.lr=nan", "train.lr=inf", "model.threshold=nan", "train.head_lr=.inf"])
+@pytest.mark.parametrize("override", ["train.lr=nan", "train.lr=inf", "model.min_score=nan", "train.head_lr=.inf"])
 def test_non_finite_numbers_are_config_errors(override):
     with pytest.raises(ConfigError, match="expected a finite number"):
         load_config(None, [override])

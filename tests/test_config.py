@@ -89,3 +89,18 @@ def test_a_renamed_key_still_loads_under_its_new_name(tmp_path, caplog):
     assert load_config(str(path), ["inference.batch_size=5"]).inference.batch_size == 5
     assert load_config(overrides=["train.eval_batch_size=7"]).inference.batch_size == 7
     assert "eval_batch_size" not in dump_config(load_config(str(path)))
+
+
+def test_model_threshold_became_min_score_a_probability(tmp_path):
+    """Users think in the probabilities every entity shows: model.min_score; model.threshold (a
+    logit) typed on the command line is an error naming the new key and the value it meant."""
+    with pytest.raises(ConfigError, match=r"model.threshold=2.0 is model.min_score=0.880797"):
+        load_config(overrides=["model.threshold=2.0"])
+    for wrong in ("0", "1", "1.5", "-0.1"):
+        with pytest.raises(ConfigError, match="model.min_score is a probability between 0 and 1"):
+            load_config(overrides=[f"model.min_score={wrong}"])
+    assert load_config().model.min_score == 0.5
+    path = tmp_path / "old.yaml"
+    path.write_text("model:\n  threshold: 0.0\n", encoding="utf-8")
+    assert load_config(str(path)).model.min_score == 0.5
+    assert "threshold" not in dump_config(load_config(str(path)))

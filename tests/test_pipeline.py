@@ -25,12 +25,12 @@ def test_same_entities_as_predict_py_and_overrides_like_set(trained, tmp_path):
     expected = [json.loads(line)["entities"] for line in open(tmp_path / "out.jsonl", encoding="utf-8")]
     ner = globalpointer.load(str(trained / "run" / "best"))
     assert list(ner.pipe(json.loads(line)["text"] for line in texts)) == expected
-    flat = globalpointer.load(str(trained / "run" / "best"), model__decode="flat", model__threshold=2.5)
-    assert flat.config.model.decode == "flat" and flat.config.model.threshold == 2.5
+    flat = globalpointer.load(str(trained / "run" / "best"), model__decode="flat", model__min_score=0.92)
+    assert flat.config.model.decode == "flat" and flat.config.model.min_score == 0.92
     for found in flat.pipe(json.loads(line)["text"] for line in texts):
         spans = sorted((e["start"], e["end"]) for e in found)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # flat: no overlaps
-        assert all(e["score"] > 0.92 for e in found)  # sigmoid(2.5) = 0.924
+        assert all(e["score"] > 0.92 for e in found)
 
 
 def test_evaluate_a_labelled_file_from_python(trained):
@@ -59,8 +59,65 @@ def test_what_users_pass_gets_entities_or_a_message_that_says_what_to_pass(train
         ner("北京".encode("utf-8"))
     with pytest.raises(TypeError, match="pipe\\(\\): text 1 takes text"):
         list(ner.pipe(["北京", 3]))
-    with pytest.raises(ConfigError, match="did you mean model__threshold=0.5"):
-        globalpointer.load(str(trained / "run" / "best"), threshold=0.5)
+    with pytest.raises(ConfigError, match="did you mean model__min_score=0.8"):
+        globalpointer.load(str(trained / "run" / "best"), min_scor=0.8)
+    with pytest.raises(ConfigError, match="threshold=2.0 is model.min_score=0.880797.*model__min_score"):
+        globalpointer.load(str(trained / "run" / "best"), threshold=2.0)  # the old key, a logit
     with pytest.raises(ConfigError, match="^load\\(\\): device: expected a string, got 0$"):
         globalpointer.load(str(trained / "run" / "best"), device=0)  # not blamed on the model's config.yaml
     assert repr(ner).startswith(f"Pipeline({str(trained / 'run' / 'best')!r}, backend='dynamic', device='cpu'")
+
+
+def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained, tmp_path):
+    """model.decode auto: the checkpoint records whether a training text had overlapping entities;
+    without any, predictions have none either (CLUENER's quickstart pre-annotated overlapping regions)."""
+    import shutil
+
+    import yaml
+
+    from globalpointer.cli import train_main
+    from synthetic import make_records, tiny_config, write_jsonl
+
+    def nested_city(record, entity):  # the LOC 北京 inside the ORG 北京大学
+        return entity["type"] == "LOC" and record["text"].startswith("北京大学", entity["start"])
+
+    flat_records = [{**r, "entities": [e for e in r["entities"] if not nested_city(r, e)]} for r in make_records(240, 1)]
+    config = tiny_config(tmp_path, train__epochs=1)
+    write_jsonl(tmp_path / "train.jsonl", flat_records)
+    assert train_main(["--config", config]) == 0
+    info = json.load(open(tmp_path / "run" / "best" / "checkpoint.json"))
+    assert info["overlapping_entities"] is False
+    assert json.load(open(trained / "run" / "best" / "checkpoint.json"))["overlapping_entities"] is True
+    assert globalpointer.load(str(tmp_path / "run" / "best")).extractor.flat
+    assert not globalpointer.load(str(tmp_path / "run" / "best"), model__decode="nested").extractor.flat
+    assert not globalpointer.load(str(trained / "run" / "best")).extractor.flat  # nested training data
+    # a checkpoint from before the record: nested, as it predicted then
+    old = tmp_path / "old"
+    shutil.copytree(tmp_path / "run" / "best", old)
+    (old / "checkpoint.json").write_text(json.dumps({k: v for k, v in info.items() if k != "overlapping_entities"}))
+    assert not globalpointer.load(str(old)).extractor.flat
+    assert yaml.safe_load((old / "config.yaml").read_text())["model"]["decode"] == "auto"
+
+
+def test_min_score_is_the_probability_every_entity_shows(trained, tmp_path, caplog):
+    """model.min_score replaced model.threshold (a logit): a checkpoint whose config still says
+    threshold predicts exactly what it did, read as min_score = sigmoid(threshold)."""
+    import math
+    import shutil
+
+    texts = [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")][:30]
+    best = trained / "run" / "best"
+    strict = globalpointer.load(str(best), model__min_score=0.996)  # the tiny model is sure of most spans
+    found = [strict(text) for text in texts]
+    assert all(e["score"] > 0.996 for entities in found for e in entities)
+    assert sum(map(len, found)) < sum(len(globalpointer.load(str(best))(text)) for text in texts)
+    old = tmp_path / "old"
+    shutil.copytree(best, old)
+    config = (old / "config.yaml").read_text()
+    assert "min_score: 0.5" in config
+    (old / "config.yaml").write_text(config.replace("min_score: 0.5", "threshold: 5.517452896464707"))  # logit(0.996)
+    with caplog.at_level("WARNING"):
+        converted = globalpointer.load(str(old))
+    assert "read threshold 5.517452896464707 as min_score 0.996" in caplog.text
+    assert math.isclose(converted.config.model.min_score, 0.996)
+    assert [converted(text) for text in texts] == found

@@ -8,12 +8,15 @@ or {"text", "entities": [{start_offset, end_offset, label}]}, end exclusive; Lab
 export, {"text", "label": [{start, end, labels}]}, reads the same way) and ``label-studio`` (tasks
 {"data": {"text"}, "annotations": [{"result": [{"value": {start, end, labels}}]}]}).  Tagged formats:
 ``chars`` (one character and its tag per line, MSRA) and ``conll`` (one word per line, tag in the
-last column, words joined by spaces).  ``auto`` tells them apart.
+last column, words joined by spaces).  ``auto`` tells them apart.  A zip (doccano's export) is read
+through the one data file inside it.
 """
 import difflib
+import io
 import json
 import logging
 import os
+import zipfile
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, json_failure
@@ -62,10 +65,35 @@ class ErrorPolicy:
                         "first: %s", path, len(self.repaired), self.repaired[0])
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+MAX_UNZIPPED_BYTES = 2 ** 31  # an annotation export this large is no export: refused, not unpacked
+
+
+def unzip_export(path: str, raw: bytes) -> bytes:
+    """The one data file inside an annotation tool's export zip (doccano exports ``all.jsonl``, or
+    one ``USER.jsonl`` per annotator)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir() and not m.filename.startswith("__MACOSX/")]
+            chosen = [m for m in members if os.path.basename(m.filename) == "all.jsonl"] or members
+            if len(chosen) != 1:
+                names = ", ".join(m.filename for m in members) or "nothing"
+                raise DataError(f"{path}: a zip holding {names}; unzip it and name the file to read")
+            if chosen[0].file_size > MAX_UNZIPPED_BYTES:
+                raise DataError(f"{path}: {chosen[0].filename} unpacks to {chosen[0].file_size} bytes; unzip it "
+                                f"yourself and name the file")
+            log.info("%s: reading %s from the zip", path, chosen[0].filename)
+            return archive.read(chosen[0])
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as error:
+        raise DataError(f"{path}: a zip file that cannot be read ({error}); unzip it and name the file") from None
+
+
 def read_text(path: str) -> str:
     if not os.path.isfile(path):
         raise DataError(f"file not found: {path}")
     raw = open(path, "rb").read()
+    if raw.startswith(ZIP_MAGIC):
+        raw = unzip_export(path, raw)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -1,7 +1,8 @@
 """Per-type thresholds: ``globalpointer calibrate --model RUN/best --data FILE``.
 
-For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus
-``model.threshold``) that maximises the type's F1 on FILE, ties broken towards ``model.threshold``.
+For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus the logit
+of ``model.min_score``) that maximises the type's F1 on FILE, ties broken towards ``model.min_score``;
+the table shows each as the minimum score it means (its sigmoid), thresholds.json keeps the logits.
 The model scores FILE once; every candidate threshold is then tried on the spans it found above the
 lowest one.  With flat decoding the types compete for characters, so the search goes over the types
 twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
@@ -13,7 +14,7 @@ import logging
 import os
 from typing import Dict, List, Sequence
 
-from ..model.decode import select_flat, sigmoid
+from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity
 from .evaluate import labelled_records
 from .metrics import span_report
@@ -69,9 +70,10 @@ def calibration_report(candidates, gold, labels, default: float, thresholds: Dic
 
 
 def format_calibration(report: dict) -> str:
-    lines = [f"{'type':<16}{'support':>9}{'threshold':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
+    lines = [f"{'type':<16}{'support':>9}{'min score':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
     for label, row in report["per_type"].items():
-        lines.append(f"{label:<16}{row['support']:>9}{row['threshold']:>11.2f}{row['f1_before'] * 100:>11.2f}"
+        lines.append(f"{label:<16}{row['support']:>9}{float(sigmoid(row['threshold'])):>11.3f}"
+                     f"{row['f1_before'] * 100:>11.2f}"
                      f"{row['f1_after'] * 100:>10.2f}{(row['f1_after'] - row['f1_before']) * 100:>+8.2f}")
     micro = report["micro_f1"]
     lines.append(f"{'micro':<16}{'':>9}{'':>11}{micro['before'] * 100:>11.2f}{micro['after'] * 100:>10.2f}"
@@ -93,12 +95,12 @@ def calibrate(ner, data_path: str) -> dict:
     check_output_file(path, "--model", [data_path])
     records = labelled_records(data_path, config.data.reading, labels)
     gold = [r.entities for r in records]
-    flat, default = config.model.decode == "flat", config.model.threshold
+    flat, default = ner.extractor.flat, score_logit(config.model.min_score)
     candidates = candidate_entities(ner.extractor, [r.text for r in records], min(GRID + (default,)))
     thresholds = choose_thresholds(candidates, gold, labels, default, flat)
     report = {"data": data_path, "texts": len(records),
               **calibration_report(candidates, gold, labels, default, thresholds, flat)}
     atomic_write_json(path, report)
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
-             "(--set model.calibrated_thresholds=false: %g for every type)", path, default)
+             "(--set model.calibrated_thresholds=false: min score %g for every type)", path, config.model.min_score)
     return report

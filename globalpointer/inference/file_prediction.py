@@ -4,7 +4,8 @@ Input lines are plain text or JSON objects with a ``text`` field.  Each output l
 ``{"text", "entities": [{"start", "end", "type", "text", "score"}]}`` (for JSON input, the input's
 other fields are kept); a line that cannot be read gets ``"error"`` instead of failing the run.
 With ``label-studio`` output each line is that payload as a Label Studio task instead, and the file
-one JSON array (``[`` and ``]`` on lines of their own), which Label Studio imports.
+one JSON array (``[`` and ``]`` on lines of their own), which Label Studio imports; with ``doccano``
+each line is a doccano import line, ``{"text", "label": [[start, end, type]], ...}``.
 """
 import codecs
 import hashlib
@@ -13,7 +14,7 @@ import json
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
 
 from tqdm import tqdm
 
@@ -25,7 +26,17 @@ from .label_studio import label_studio_task
 if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
     from .extractor import Extractor
 
-OUTPUT_FORMATS = ("jsonl", "label-studio")
+def doccano_line(payload: dict, model_version: str) -> dict:
+    """One predict.py output payload -> a line doccano's sequence-labelling import reads (end
+    exclusive, as doccano's own export); the input's other fields are kept as its metadata."""
+    line = {key: value for key, value in payload.items() if key != "entities"}
+    line["label"] = [[e["start"], e["end"], e["type"]] for e in payload.get("entities") or []]
+    return line
+
+
+# name -> what a payload is written as (None: itself); label-studio's lines form one JSON array
+OUTPUT_FORMATS: Dict[str, Optional[Callable[[dict, str], dict]]] = {
+    "jsonl": None, "label-studio": label_studio_task, "doccano": doccano_line}
 
 
 class ParsedLine(NamedTuple):
@@ -83,22 +94,23 @@ def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[
 
 
 class PredictionWriter:
-    """Writes one JSON value per input line: the payload (``jsonl``) or its Label Studio task, as
-    the lines of one JSON array unless ``array`` is False (a share that rank 0 joins)."""
+    """Writes one JSON value per input line: the payload (``jsonl``) or what ``output_format`` makes
+    of it; Label Studio's tasks as the lines of one JSON array unless ``array`` is False (a share
+    that rank 0 joins)."""
 
     def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
                  array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None):
         self.sink = sink
         self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
         self.model_version = model_version
-        self.label_studio = output_format == "label-studio"
-        self.array = self.label_studio if array is None else array
+        self.convert = OUTPUT_FORMATS[output_format]
+        self.array = output_format == "label-studio" if array is None else array
         self.count = 0
 
     def write(self, payload: dict) -> None:
         if self.on_payload is not None:
             self.on_payload(payload)
-        value = label_studio_task(payload, self.model_version) if self.label_studio else payload
+        value = payload if self.convert is None else self.convert(payload, self.model_version)
         self.write_json(json.dumps(value, ensure_ascii=False))
 
     def write_json(self, encoded: str) -> None:

@@ -5,8 +5,8 @@
     ner("张三在北京大学读书")                                      # -> [{"start", "end", "type", "text", "score"}]
     for entities in ner.pipe(open("texts.txt", encoding="utf-8").read().splitlines(), batch_size=64): ...
 
-``load`` reads the model directory's config, applies overrides (``model__threshold=0.5`` or
-``overrides=["model.threshold=0.5"]``, as ``--set`` does), sets the device, picks the backend
+``load`` reads the model directory's config, applies overrides (``model__min_score=0.8`` or
+``overrides=["model.min_score=0.8"]``, as ``--set`` does), sets the device, picks the backend
 (``inference.backend``) and only then builds the model.  Per-type thresholds that
 ``globalpointer calibrate`` stored in the directory are used unless
 ``model.calibrated_thresholds`` is false.
@@ -15,7 +15,7 @@ import difflib
 import logging
 from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
 
-from ..config import RunConfig, key_help, load_config, yaml_scalar
+from ..config import RunConfig, key_help, load_config, min_score_hint, yaml_scalar
 from ..errors import ConfigError
 from ..runtime import Runtime
 from ..spans import Record
@@ -86,15 +86,17 @@ def _text(text, where: str) -> str:
 
 
 def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -> List[str]:
-    """``--set`` items from both forms: ``["model.threshold=0.5"]`` and ``model__threshold=0.5``; a
+    """``--set`` items from both forms: ``["model.min_score=0.8"]`` and ``model__min_score=0.8``; a
     keyword that names no config key, or a value the key cannot take, is an error that says so."""
     keys = [item.key for item in key_help()]
     for name, value in keyword.items():
+        if name in ("threshold", "model__threshold"):
+            raise ConfigError(f"load(): {name}={value!r}: {min_score_hint(value)} (model__min_score=...)")
         if name.replace("__", ".") not in keys:
             close = difflib.get_close_matches(name.replace("__", "."), keys, n=1)
             hint = f"; did you mean {close[0].replace('.', '__')}={value!r}?" if close else ""
             raise ConfigError(f"load(): {name}={value!r} is no config key; config keys are passed as SECTION__KEY "
-                              f"(model__threshold=0.5 is --set model.threshold=0.5){hint}")
+                              f"(model__min_score=0.8 is --set model.min_score=0.8){hint}")
     keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
     try:
         load_config(overrides=keyword_items)  # each value checked on its own, before the model's config
@@ -138,6 +140,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     from ..checkpoint import THRESHOLDS, read_thresholds
     from ..corpus import featurizer_for
     from ..model.backends import BACKENDS, Settings, choose_backend
+    from ..model.decode import score_logit, sigmoid
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
 
@@ -148,16 +151,19 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     network = BACKENDS[chosen].build(directory, Settings(
         config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size), runtime.device,
         config.inference.precision, config.inference.tensorrt))
-    threshold = config.model.threshold
+    threshold = score_logit(config.model.min_score)
     calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
     if calibrated is not None:
         threshold = calibrated
-        log.info("%s/%s: per-type thresholds %s (model.calibrated_thresholds=false: %s for all)", directory,
-                 THRESHOLDS, ", ".join(f"{label} {value:g}" for label, value in zip(labels, calibrated)),
-                 config.model.threshold)
-    log.info("%s: %s backend on %s", directory, chosen, runtime.device)
+        log.info("%s/%s: per-type minimum scores %s (model.calibrated_thresholds=false: %g for all)", directory,
+                 THRESHOLDS, ", ".join(f"{label} {sigmoid(value):.3g}" for label, value in zip(labels, calibrated)),
+                 config.model.min_score)
+    decode = trained_for.decoding(config.model.decode)
+    log.info("%s: %s backend on %s, %s entities%s", directory, chosen, runtime.device, decode,
+             " (model.decode auto: no training text had overlapping ones)"
+             if config.model.decode == "auto" and decode == "flat" else "")
     extractor = Extractor(network, featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
-                                                  config.data.window_overlap), labels, config.model.decode,
+                                                  config.data.window_overlap), labels, decode,
                           threshold, window_batch_size or config.inference.batch_size,
                           pack_texts=config.inference.pack_texts)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

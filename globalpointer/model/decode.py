@@ -1,5 +1,6 @@
 """Logits -> spans.  Spans are ``(type, start, end, score)`` with token indices, end inclusive,
 and score = sigmoid(logit).  A threshold is one logit for every type or a sequence of one per type."""
+import math
 from typing import List, Sequence, Union
 
 import numpy as np
@@ -16,6 +17,12 @@ def threshold_array(threshold: Threshold) -> np.ndarray:
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow warning for large |x|
+
+
+def score_logit(min_score: float) -> float:
+    """The logit whose sigmoid is ``min_score``: a span scores above ``min_score`` exactly when its
+    logit is above this (0.5 -> 0.0)."""
+    return math.log(min_score) - math.log1p(-min_score)
 
 
 def spans_from_hits(hits: np.ndarray, hit_logits: np.ndarray, batch_size: int) -> List[List[TokenSpan]]:

@@ -17,10 +17,11 @@ from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
 from ..files import RunLock
 from ..inference.extractor import Extractor
+from ..model.decode import score_logit
 from ..model.encoders import check_position_limit, load_encoder, position_limit
 from ..model.network import build_network, load_weights
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
-from ..spans import Record
+from ..spans import Record, overlapping
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
 
@@ -62,7 +63,11 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     check_position_limit(config, position_limit(encoder.model))
     featurizer = featurizer_for(encoder.tokenizer, resolve_tokenization(data.tokenization, encoder.tokenizer),
                                 data.max_length, data.window_overlap)
-    trained_for = TrainedFor(labels, featurizer.mode)  # the config stays as written, "auto" and all
+    # the config stays as written, "auto" and all
+    trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records))
+    if config.model.decode == "auto":
+        log.info("model.decode auto: %s (%s training text had overlapping entities)",
+                 trained_for.decoding("auto"), "a" if trained_for.overlapping else "no")
     windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
     lengths = [len(w.input_ids) for w in windows]
 
@@ -80,7 +85,8 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
     run.start(progress)
-    extractor = Extractor(network, featurizer, labels, config.model.decode, config.model.threshold,
+    extractor = Extractor(network, featurizer, labels, trained_for.decoding(config.model.decode),
+                          score_logit(config.model.min_score),
                           config.inference.batch_size, pack_texts=config.inference.pack_texts)
 
     def evaluate_and_save(train_loss: float) -> bool:

@@ -127,7 +127,7 @@ def remove_run_files(run_dir: str) -> None:
 
 # Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
 # served, not what is learned.
-RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.threshold", "model.calibrated_thresholds",
+RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.min_score", "model.calibrated_thresholds",
                      "train.eval_every", "train.patience", "train.log_every", "device",
                      "cpu_threads", "output_dir", "inference", "serve"}
 
