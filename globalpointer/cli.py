@@ -306,6 +306,34 @@ def _serve(argv, prog) -> int:
     return 0
 
 
+def _label_studio_backend(argv, prog) -> int:
+    from .deploy.label_studio_backend import run_backend
+    from .files import check_not_input
+
+    parser = argparse.ArgumentParser(prog=prog, description="The model as a Label Studio ML backend: "
+                                                             "pre-annotations for every task opened, retraining on "
+                                                             "the project's annotations (docs/annotation.md).")
+    inference_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    parser.add_argument("--port", type=whole_number(1), default=9090, help="port (Label Studio's examples use 9090)")
+    parser.add_argument("--work-dir", default="runs/label-studio",
+                        help="where each training round writes its data, config, log and model (round-001, ...)")
+    parser.add_argument("--base-config", help="the config a round trains with, its training and dev texts added to "
+                                              "the project's annotations (default: the model's own config.yaml)")
+    parser.add_argument("--label-studio-url", default=os.environ.get("LABEL_STUDIO_URL", ""),
+                        help="Label Studio's address for fetching annotations (default: $LABEL_STUDIO_URL, else "
+                             "what Label Studio sends when it connects); the token is $LABEL_STUDIO_API_KEY, "
+                             "else the project owner's that Label Studio sends")
+    args = parser.parse_args(argv)
+    check_not_input(args.work_dir, "--work-dir", [args.model])
+    args.set += [f"inference.backend={args.backend}"] * bool(args.backend) + \
+        [f"inference.batch_size={args.batch_size}"] * bool(args.batch_size)
+    run_backend(args.model, args.set, args.host, args.port, args.work_dir,
+                args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
+                os.environ.get("LABEL_STUDIO_API_KEY", ""))
+    return 0
+
+
 def _convert(argv, prog) -> int:
     from .data.convert import convert_file
 
@@ -342,6 +370,8 @@ COMMANDS: Dict[str, Tuple[Callable, str]] = {
     "export": (_export, "a deployable export: Paddle Inference, ONNX, INT8"),
     "calibrate": (_calibrate, "per-type thresholds from held-out labelled data"),
     "serve": (_serve, "the HTTP service"),
+    "label-studio-backend": (_label_studio_backend, "the model as a Label Studio ML backend (pre-annotation, "
+                                                    "retraining)"),
     "convert": (_convert, "any supported data file as canonical JSON lines"),
     "plot": (_plot, "learning curves of a run"),
 }

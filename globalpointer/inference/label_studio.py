@@ -1,5 +1,6 @@
 """Predictions as Label Studio tasks with pre-annotations, so a team corrects the model's output
-instead of labelling from scratch (reading Label Studio's exports back is ``data/readers.py``).
+instead of labelling from scratch (reading Label Studio's exports back is ``data/readers.py``, the
+live backend ``deploy/label_studio_backend.py``).
 
 A task is ``{"data": {"text", ...}, "predictions": [{"model_version", "score", "result": [...]}]}``;
 each result is a ``labels`` region ``{"start", "end", "text", "labels": [TYPE]}`` with its score,
@@ -12,23 +13,31 @@ FROM_NAME = "label"  # the names of the <Labels> and <Text> tags in labeling_con
 TO_NAME = "text"
 
 
+def prediction_for(entities: Sequence[dict], model_version: str, from_name: str = FROM_NAME,
+                   to_name: str = TO_NAME) -> dict:
+    """One text's entity dicts -> a Label Studio prediction of ``labels`` regions (the tags of the
+    project's interface named by ``from_name`` / ``to_name``).  Its score is its least certain
+    region's, so sorting tasks by it (Label Studio's uncertainty sampling) puts the texts most worth
+    checking first."""
+    results = [{"id": f"gp{index}", "from_name": from_name, "to_name": to_name, "type": "labels",
+                "origin": "prediction", "score": entity["score"],
+                "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
+                          "labels": [entity["type"]]}}
+               for index, entity in enumerate(entities)]
+    prediction = {"model_version": model_version, "result": results}
+    if results:
+        prediction["score"] = min(result["score"] for result in results)
+    return prediction
+
+
 def label_studio_task(payload: dict, model_version: str) -> dict:
     """One predict.py output payload (``text``, ``entities``, other input fields, maybe ``error``)
-    -> a task.  The prediction's score is its least certain entity's, so sorting tasks by it in
-    Label Studio puts the texts most worth checking first; a line that could not be read keeps its
+    -> a task with the entities as its prediction; a line that could not be read keeps its
     ``error`` in the data and gets no prediction."""
     data = {key: value for key, value in payload.items() if key != "entities"}
     if "error" in payload:
         return {"data": data}
-    results = [{"id": f"gp{index}", "from_name": FROM_NAME, "to_name": TO_NAME, "type": "labels",
-                "origin": "prediction", "score": entity["score"],
-                "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
-                          "labels": [entity["type"]]}}
-               for index, entity in enumerate(payload.get("entities") or [])]
-    prediction = {"model_version": model_version, "result": results}
-    if results:
-        prediction["score"] = min(result["score"] for result in results)
-    return {"data": data, "predictions": [prediction]}
+    return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], model_version)]}
 
 
 def labeling_config(labels: Sequence[str]) -> str:

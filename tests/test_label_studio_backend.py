@@ -1,0 +1,168 @@
+"""The Label Studio ML backend's protocol, against its application in-process and a stand-in for
+Label Studio's export API (tests/test_label_studio_live.py runs it with a real Label Studio)."""
+import http.server
+import json
+import os
+import threading
+
+import pytest
+
+import globalpointer
+from globalpointer.deploy.label_studio_backend import create_app, read_interface
+from globalpointer.inference.label_studio import labeling_config
+
+# a project's own names for the tags, a text field other than "text", and only two of the types
+INTERFACE = """<View>
+  <Labels name="ner" toName="doc"><Label value="LOC"/><Label value="PER"/></Labels>
+  <Text name="doc" value="$sentence"/>
+</View>"""
+
+
+def texts_of(trained, count):
+    return [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")][:count]
+
+
+@pytest.fixture(scope="module")
+def client_and_model(trained, tmp_path_factory):
+    from fastapi.testclient import TestClient
+
+    model = str(trained / "run" / "best")
+    ner = globalpointer.load(model)
+    work = tmp_path_factory.mktemp("label-studio")
+    app = create_app(model, ner, str(work / "rounds"), os.path.join(model, "config.yaml"))
+    with TestClient(app) as client:
+        yield client, ner, app
+
+
+def test_the_interface_names_the_tags_and_the_text_field():
+    assert read_interface(INTERFACE) == ("ner", "doc", "sentence", ["LOC", "PER"])
+    assert read_interface(labeling_config(["A", "B"])) == ("label", "text", "text", ["A", "B"])
+    with pytest.raises(ValueError, match="no <Labels> tag on a <Text> tag"):
+        read_interface('<View><Choices name="c" toName="t"/><Text name="t" value="$text"/></View>')
+    with pytest.raises(ValueError, match="not readable XML"):
+        read_interface("<View><Labels>")
+
+
+def test_predictions_use_the_projects_names_and_order_the_queue(client_and_model, trained):
+    client, ner, _ = client_and_model
+    assert client.get("/health").json()["status"] == "UP"
+    version = client.post("/setup", json={"project": "1.1700000000", "schema": INTERFACE}).json()["model_version"]
+    assert version == os.path.normpath(str(trained / "run" / "best"))
+    texts = texts_of(trained, 8)
+    answer = client.post("/predict", json={"tasks": [{"id": i, "data": {"sentence": t}} for i, t in enumerate(texts)],
+                                           "label_config": INTERFACE, "project": "1.1700000000"})
+    assert answer.status_code == 200
+    results = answer.json()["results"]
+    assert len(results) == len(texts)
+    for text, prediction in zip(texts, results):
+        expected = [e for e in ner(text) if e["type"] in ("LOC", "PER")]  # ORG is not offered by the project
+        regions = prediction["result"]
+        assert [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0], r["score"]) for r in regions] == \
+            [(e["start"], e["end"], e["type"], e["score"]) for e in expected]
+        assert all(r["from_name"] == "ner" and r["to_name"] == "doc" and r["type"] == "labels" for r in regions)
+        assert all(text[r["value"]["start"]:r["value"]["end"]] == r["value"]["text"] for r in regions)
+        assert prediction["model_version"] == version
+        if regions:  # the least certain region: uncertainty sampling opens these tasks first
+            assert prediction["score"] == min(r["score"] for r in regions)
+
+
+def test_bad_requests_are_told_what_is_wrong(client_and_model):
+    client, _, _ = client_and_model
+    answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": "x"}}], "label_config": INTERFACE})
+    assert answer.status_code == 400 and "tasks[0] has no text in data.sentence" in answer.json()["detail"]
+    answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"sentence": "x"}}]})
+    assert answer.status_code == 400 and "no label_config" in answer.json()["detail"]
+    answer = client.post("/predict", json={"tasks": "x", "label_config": INTERFACE})
+    assert answer.status_code == 400 and "a list of Label Studio tasks" in answer.json()["detail"]
+    answer = client.post("/webhook", json={"action": "PROJECT_UPDATED", "project": {"id": 1}})
+    assert answer.status_code == 200 and answer.json()["status"] == "ignored"
+    answer = client.post("/webhook", json={"action": "START_TRAINING"})
+    assert answer.status_code == 400 and "needs its \"project\" object" in answer.json()["detail"]
+
+
+class FakeLabelStudio(http.server.ThreadingHTTPServer):
+    """Label Studio's export API for one project, with a legacy token."""
+
+    def __init__(self, tasks, token):
+        self.tasks, self.token, self.requests = tasks, token, []
+        super().__init__(("127.0.0.1", 0), ExportHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class ExportHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.server.requests.append((self.path, self.headers.get("Authorization")))
+        ok = self.path.startswith("/api/projects/7/export?exportType=JSON") and \
+            self.headers.get("Authorization") == f"Token {self.server.token}"
+        body = json.dumps(self.server.tasks if ok else {"detail": "no"}).encode()
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def annotated_tasks(trained, count):
+    tasks = []
+    for index, line in enumerate(open(trained / "dev.jsonl", encoding="utf-8")):
+        if index == count:
+            break
+        record = json.loads(line)
+        result = [{"from_name": "label", "to_name": "text", "type": "labels",
+                   "value": {"start": e["start"], "end": e["end"], "labels": [e["type"]]}} for e in record["entities"]]
+        tasks.append({"id": index, "data": {"text": record["text"]}, "annotations": [{"id": index, "result": result}]})
+    return tasks
+
+
+@pytest.mark.slow
+def test_a_training_round_swaps_in_a_new_model_and_a_failed_one_changes_nothing(trained, tmp_path):
+    from fastapi.testclient import TestClient
+    from synthetic import tiny_config
+
+    model = str(trained / "run" / "best")
+    base = tiny_config(tmp_path, train__epochs=1)
+    label_studio = FakeLabelStudio(annotated_tasks(trained, 12), "secret-token")
+    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), base)
+    interface = labeling_config(["LOC", "ORG", "PER"])
+    with TestClient(app) as client:
+        project = {"id": 7, "label_config": interface}
+        answer = client.post("/webhook", json={"action": "START_TRAINING", "project": project})
+        assert answer.status_code == 409 and "no Label Studio address and token yet" in answer.json()["detail"]
+        client.post("/setup", json={"project": "7.1", "schema": interface, "hostname": label_studio.url,
+                                    "access_token": "secret-token"})
+        assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
+        assert app.state.trainer.wait_idle(300)
+        health = client.get("/health").json()
+        new_version = os.path.normpath(str(tmp_path / "rounds" / "round-001" / "run" / "best"))
+        assert health["last_round"]["state"] == "served" and health["model_version"] == new_version
+        assert client.post("/setup", json={"project": "7.1", "schema": interface}).json()["model_version"] == new_version
+        answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": "张三在北京大学"}}],
+                                               "label_config": interface})
+        assert answer.json()["results"][0]["model_version"] == new_version
+        round_dir = tmp_path / "rounds" / "round-001"
+        assert sorted(os.listdir(round_dir)) == ["annotations.json", "config.yaml", "dev.jsonl", "run", "train.jsonl",
+                                                 "train.log"]
+        assert sum(1 for _ in open(round_dir / "train.jsonl")) == 240 + 12  # the base config's texts and the project's
+        assert label_studio.requests[0][0] == "/api/projects/7/export?exportType=JSON&download_all_tasks=false"
+
+        # a round that cannot train: the served model and its version stay
+        label_studio.tasks = [{"id": 1, "data": {"text": "x"}, "annotations": [{"result": "not a list"}]}]
+        (tmp_path / "broken").mkdir()
+        broken = tiny_config(tmp_path / "broken", model__encoder=str(tmp_path / "no-such-encoder"))
+        app.state.trainer.base_config = broken
+        assert client.post("/webhook", json={"action": "ANNOTATION_CREATED", "project": project}).status_code == 201
+        assert app.state.trainer.wait_idle(300)
+        health = client.get("/health").json()
+        assert health["last_round"]["state"] == "failed" and "no-such-encoder" in health["last_round"]["error"]
+        assert health["model_version"] == new_version
+        assert client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": "张三"}}],
+                                             "label_config": interface}).status_code == 200
+        assert os.path.isdir(round_dir / "run" / "best")  # earlier rounds are kept
+    label_studio.shutdown()
