@@ -1,4 +1,5 @@
 """Error kinds, the confusion table, and the HTML page (checked in headless Chromium when it is installed)."""
+import html
 import json
 import os
 import re
@@ -90,3 +91,66 @@ def test_evaluate_html_in_a_real_browser(trained, tmp_path, capsys):
     dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", "--dump-dom", drawn.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     assert 'data-rendered="1"' in dom and "the first 1 of 2 lines" in dom and "张三" in dom
+
+
+def test_no_type_is_drawn_in_the_errors_red():
+    import colorsys
+
+    from globalpointer.evaluation.report_html import ERROR_COLOUR, PALETTE
+
+    def hue_and_saturation(colour):
+        red, green, blue = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+        hue, _, saturation = colorsys.rgb_to_hls(red, green, blue)
+        return hue * 360, saturation
+
+    error_hue, _ = hue_and_saturation(ERROR_COLOUR)
+    for colour in PALETTE:
+        hue, saturation = hue_and_saturation(colour)
+        distance = min(abs(hue - error_hue), 360 - abs(hue - error_hue))
+        assert distance > 25 or saturation < 0.2, f"{colour} is a red like the errors' {ERROR_COLOUR}"
+    assert len(set(PALETTE)) == len(PALETTE)
+
+
+def test_a_page_of_predictions_has_no_filter_to_choose():
+    page = render_page("Predictions", ["北京大学"], [[E(0, 4, "ORG", 0.9)]], ["ORG"])
+    assert "<button" not in page and "ORG" in page
+
+
+# Run in the page after its own script: labels that overlap, and what the bars are drawn in.
+PROBE = """<script>
+const tags=[...document.querySelectorAll('.tag')].filter(t=>t.textContent.trim()).map(t=>[t.textContent,t.getBoundingClientRect()]);
+const clash=[];
+for(let i=0;i<tags.length;i++)for(let j=i+1;j<tags.length;j++){const a=tags[i][1],b=tags[j][1];
+ if(a.left<b.right-0.5&&b.left<a.right-0.5&&a.top<b.bottom-0.5&&b.top<a.bottom-0.5)clash.push(tags[i][0]+'|'+tags[j][0]);}
+document.body.dataset.clashes=JSON.stringify(clash);document.body.dataset.tags=JSON.stringify(tags.map(t=>t[0]));
+document.body.dataset.missed=JSON.stringify([...document.querySelectorAll('.bar.missed')].map(b=>getComputedStyle(b).backgroundColor));
+</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+@pytest.mark.slow
+def test_labels_never_overlap_and_misses_keep_their_types_colour(tmp_path):
+    """What the issue saw on CLUENER: labels of adjacent and nested spans ran into each other
+    ("positionname", "compaposition ✗"), and every missed bar was red whatever its type."""
+    from globalpointer.evaluation.report_html import colours
+
+    labels = ["company", "name", "position"]
+    texts = ["经理张三在腾讯", "腾讯总经理"]
+    gold = [[E(0, 2, "position"), E(2, 4, "name"), E(5, 7, "company")], [E(0, 2, "company"), E(0, 5, "position")]]
+    predicted = [[E(0, 2, "position", 0.9), E(2, 4, "position", 0.8)], [E(0, 2, "company", 0.7)]]
+    page = render_page("Evaluation", texts, predicted, labels, gold, error_summary(gold, predicted, labels))
+    path = tmp_path / "page.html"
+    path.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    found = {key: json.loads(html.unescape(value)) for key, value in re.findall(r'data-(\w+)="([^"]*)"', dom)
+             if key in ("clashes", "tags", "missed")}
+    assert found["clashes"] == []
+    assert "position (gold name) ✗" in found["tags"]  # a wrong type names the gold type on the page itself
+    palette = colours(labels)
+
+    def rgb(colour):
+        return "rgb({}, {}, {})".format(*(int(colour[i:i + 2], 16) for i in (1, 3, 5)))
+
+    # bars of the missed company, and of the missed position (drawn in two segments)
+    assert sorted(found["missed"]) == sorted([rgb(palette["company"])] + [rgb(palette["position"])] * 2)

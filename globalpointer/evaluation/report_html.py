@@ -12,8 +12,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..spans import Entity
 from .metrics import ERROR_KINDS, Judgement, judge_text
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#e15759",
-           "#bab0ac", "#86bcb6", "#d4a6c8", "#8cd17d", "#b6992d", "#499894", "#d37295")
+ERROR_COLOUR = "#d62728"  # the outline of every error; no type is drawn in a red it could be taken for
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#6b6ecf", "#bab0ac", "#17becf",
+           "#86bcb6", "#8cd17d", "#b6992d", "#499894", "#bcbd22", "#1f3b73", "#a0cbe8")
 KIND_TEXT = {"correct": "correct", "missed": "missed", "spurious": "spurious", "wrong_type": "wrong type",
              "wrong_boundary": "wrong boundary"}
 
@@ -34,11 +35,12 @@ border-radius:2px;vertical-align:middle;margin-right:3px}
 .lane.sep{border-top:1px dashed #bbb;margin-top:3px;padding-top:2px}
 .bar{position:absolute;left:0;right:0;top:0;bottom:0}.bar.first{border-top-left-radius:3px;border-bottom-left-radius:3px;left:1px}
 .bar.last{border-top-right-radius:3px;border-bottom-right-radius:3px;right:1px}
-.tag{font-size:9px;line-height:10px;color:#555;white-space:nowrap;height:10px;width:0;overflow:visible}
-.bar.missed{background:repeating-linear-gradient(45deg,#d62728 0 3px,#fff 3px 6px)!important}
-.bar.spurious,.bar.wrong_type,.bar.wrong_boundary{outline:2px solid #d62728;outline-offset:-1px}
-.mark{color:#d62728;font-weight:bold}
-"""
+.tag{font-size:9px;line-height:10px;height:10px;color:#555;white-space:nowrap;padding-right:3px}
+.bar.missed{background-image:repeating-linear-gradient(45deg,rgba(255,255,255,.7) 0 2px,transparent 2px 5px);
+outline:1px dashed ERROR;outline-offset:1px}
+.bar.spurious,.bar.wrong_type,.bar.wrong_boundary{outline:2px solid ERROR;outline-offset:-1px}
+.mark{color:ERROR;font-weight:bold}
+""".replace("ERROR", ERROR_COLOUR)
 
 SCRIPT = """
 const rows=[...document.querySelectorAll('.text')];
@@ -85,8 +87,21 @@ def _title(judgement: Judgement, text: str) -> str:
     return words
 
 
+def _tag(judgement: Judgement, predictions_drawn: bool) -> str:
+    """The label under the first segment of an entity: its type, a mark on an error, and for a
+    wrong type the gold type it should have been (readable without hovering)."""
+    if judgement.gold and judgement.kind == "correct" and predictions_drawn:
+        return ""  # the prediction under it carries the same label
+    words = html.escape(judgement.entity.type)
+    if judgement.kind == "wrong_type" and judgement.partner is not None:
+        words += f" (gold {html.escape(judgement.partner.type)})"
+    return words + ("" if judgement.kind == "correct" else "<span class=mark> ✗</span>")
+
+
 def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dict[str, str], source: str = "") -> str:
-    """One text: its segments, gold lanes above a dashed line, predicted lanes under it."""
+    """One text: its segments, gold lanes above a dashed line, predicted lanes under it.  Every lane
+    has a row for labels under its bars, so labels stack as the bars do and a segment is as wide as
+    the labels that start in it: no two labels overlap."""
     groups = [[j for j in judged if j.gold], [j for j in judged if not j.gold]]
     kind_of = {(j.gold, j.entity): j for j in judged}
     lane_sets = [lanes([j.entity for j in group]) for group in groups]
@@ -103,18 +118,16 @@ def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dic
                 entity = next((e for e in lane if e.start < end and start < e.end), None)
                 lane_class = "lane gold" if gold else "lane sep" if number == 0 and lane_sets[0] else "lane"
                 if entity is None:
-                    rows.append(f'<div class="{lane_class}"></div>')
+                    rows.append(f'<div class="{lane_class}"></div><div class="tag"></div>')
                     continue
                 judgement = kind_of[(gold, entity)]
                 classes = ["bar", judgement.kind] + (["first"] if entity.start == start else []) + \
                           (["last"] if entity.end == end else [])
+                tag = _tag(judgement, bool(lane_sets[1])) if entity.start == start else ""
                 rows.append(f'<div class="{lane_class}"><div class="{" ".join(classes)}" '
-                            f'style="background:{palette.get(entity.type, "#999")}" '
-                            f'title="{html.escape(_title(judgement, text))}"></div></div>')
-        tags = [f"{html.escape(j.entity.type)}{'' if j.kind == 'correct' else '<span class=mark> ✗</span>'}"
-                for j in judged if j.entity.start == start and not (j.gold and j.kind == "correct")]
-        cells.append(f'<span class="seg"><span class="t">{piece}</span>{"".join(rows)}'
-                     f'<span class="tag">{" ".join(tags)}</span></span>')
+                            f'style="background-color:{palette.get(entity.type, "#999")}" '
+                            f'title="{html.escape(_title(judgement, text))}"></div></div><div class="tag">{tag}</div>')
+        cells.append(f'<span class="seg"><span class="t">{piece}</span>{"".join(rows)}</span>')
     kinds = sorted({j.kind for j in judged if j.kind != "correct"})
     label = html.escape(source or f"text {index + 1}")
     return (f'<div class="text" data-kinds="{" ".join(kinds)}"><div class="id">{label}'
@@ -157,10 +170,12 @@ def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[E
                                                      for k in ("correct",) + ERROR_KINDS) + "</div>")
         head.append(_confusion_table(summary["confusion"], labels))
         head.append('<div class="meta">Each text: gold entities as thin pale bars above the dashed line, predictions '
-                    'as thick bars below it. Hatched: missed gold; red outline: spurious, wrong type or wrong '
+                    'as thick bars below it, each in its type\'s colour. Hatched with a dashed red outline: missed '
+                    'gold; solid red outline: spurious, wrong type (its label names the gold type) or wrong '
                     'boundary, and the gold span it was taken for (hover over a bar for details).</div>')
         kinds += ERROR_KINDS
-    buttons = "".join(f'<button data-kind="{k}">{KIND_TEXT.get(k, k)}</button>' for k in kinds)
+    # one button per kind of error; a page without gold has nothing to filter
+    buttons = "".join(f'<button data-kind="{k}">{KIND_TEXT.get(k, k)}</button>' for k in kinds if len(kinds) > 1)
     head.append(f'<div class="legend">{legend}</div><div class="filters">{buttons}'
                 f'<span class="meta"><span id="shown">{len(texts)}</span> of {len(texts)} texts shown</span></div>')
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
