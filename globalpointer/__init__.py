@@ -1,9 +1,15 @@
 """GlobalPointer named-entity recognition on PaddlePaddle."""
+import logging
 import warnings
 
 # Noise that paddle prints on import and that no user can act on.
 warnings.filterwarnings("ignore", message="No ccache found")
 warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+
+# A library says what went wrong, not what it is doing: the Python API logs warnings only (PaddleNLP
+# sets up the root logger at INFO); the commands log INFO (errors.setup_logging), and so does
+# logging.getLogger("globalpointer").setLevel("INFO").
+logging.getLogger("globalpointer").setLevel(logging.WARNING)
 
 # Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
 from . import mathlib

@@ -5,7 +5,9 @@ import sys
 
 
 def setup_logging() -> None:
+    """The commands' logging: what they do, on standard error (the Python API logs warnings only)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("globalpointer").setLevel(logging.INFO)
 
 
 def json_failure(error: BaseException) -> str:

@@ -103,4 +103,4 @@ def test_model_threshold_became_min_score_a_probability(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("model:\n  threshold: 0.0\n", encoding="utf-8")
     assert load_config(str(path)).model.min_score == 0.5
-    assert "threshold" not in dump_config(load_config(str(path)))
+    assert "  threshold:" not in dump_config(load_config(str(path)))

@@ -121,3 +121,17 @@ def test_min_score_is_the_probability_every_entity_shows(trained, tmp_path, capl
     assert "read threshold 5.517452896464707 as min_score 0.996" in caplog.text
     assert math.isclose(converted.config.model.min_score, 0.996)
     assert [converted(text) for text in texts] == found
+
+
+def test_the_api_logs_warnings_only_unless_asked(trained):
+    """Loading printed INFO lines on every use (PaddleNLP sets the root logger up at INFO)."""
+    import subprocess
+    import sys
+
+    script = ("import logging, sys, globalpointer\n"
+              "if len(sys.argv) > 1: logging.getLogger('globalpointer').setLevel('INFO')\n"
+              f"print(globalpointer.load({str(trained / 'run' / 'best')!r})('北京'))\n")
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0 and quiet.stdout.startswith("[") and "INFO" not in quiet.stderr, quiet.stderr
+    told = subprocess.run([sys.executable, "-c", script, "info"], capture_output=True, text=True, timeout=300)
+    assert "dynamic backend on cpu" in told.stderr
