@@ -19,6 +19,7 @@ loaded and swapped in, and ``/setup`` and every prediction then carry its ``mode
 directory).  A round that fails leaves the served model as it was; events that come while a round
 runs start one more round after it.
 """
+import contextlib
 import json
 import logging
 import os
@@ -105,6 +106,8 @@ class Trainer:
         self.wanted: Optional[dict] = None  # the project of the next round, once one is asked for
         self.running = False
         self.last: dict = {}  # the last round: its directory, state and, when it failed, why
+        self.process: Optional[subprocess.Popen] = None  # the training of the round that runs
+        self.closing = False
         self.thread = threading.Thread(target=self._work, name="label-studio-training", daemon=True)
         self.thread.start()
 
@@ -117,6 +120,17 @@ class Trainer:
         """For tests and shutdown: True once no round runs or waits."""
         with self.changed:
             return self.changed.wait_for(lambda: not self.running and self.wanted is None, timeout)
+
+    def close(self) -> None:
+        """The service stops: a training that runs is stopped with it (its round stays unfinished)."""
+        self.closing = True
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
     def _work(self) -> None:
         while True:
@@ -169,12 +183,15 @@ class Trainer:
         log.info("training round %s: %d annotated texts and %d of the base config; log in %s/train.log",
                  directory, len(annotated), len(train), directory)
         with open(os.path.join(directory, "train.log"), "w", encoding="utf-8") as out:
-            finished = subprocess.run([sys.executable, "-m", "globalpointer", "train", "--config", config_path],
-                                      stdout=out, stderr=subprocess.STDOUT)
-        if finished.returncode != 0:
+            self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "train", "--config", config_path],
+                                            stdout=out, stderr=subprocess.STDOUT)
+            returncode = self.process.wait()
+        if self.closing:
+            raise UserError("the backend stopped during the round")
+        if returncode != 0:
             with open(os.path.join(directory, "train.log"), encoding="utf-8", errors="replace") as log_file:
                 tail = [line.strip() for line in log_file.read().replace("\r", "\n").splitlines() if line.strip()]
-            raise UserError(f"globalpointer train exited {finished.returncode} in {directory}: "
+            raise UserError(f"globalpointer train exited {returncode} in {directory}: "
                             f"{tail[-1] if tail else 'no output'}")
         self.swap(os.path.join(directory, "run", "best"))
         return directory
@@ -201,7 +218,13 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         log.info("now serving %s", served.version)
 
     trainer = Trainer(work_dir, base_config, list(pipeline.labels), swap)
-    app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend",
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        trainer.close()
+
+    app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
                          description="Label Studio's ML-backend protocol: /health, /setup, /predict, /webhook.")
 
     @app.exception_handler(ValueError)
@@ -272,11 +295,14 @@ def run_backend(model: str, overrides: List[str], host: str, port: int, work_dir
     import uvicorn
 
     from ..inference.pipeline import load
+    from .serve import BodyLimit
 
     if not os.path.isfile(base_config):
         raise UserError(f"--base-config: file not found: {base_config}")
     pipeline = load(model, overrides)
-    app = create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides)
+    # a body over serve.max_body_bytes is answered 413 before it is read, as in the HTTP service
+    app = BodyLimit(create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides),
+                    pipeline.config.serve.max_body_bytes)
     log.info("Label Studio ML backend on http://%s:%d serving %s; training rounds go to %s", host, port, model,
              work_dir)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
