@@ -143,3 +143,34 @@ def test_a_data_parallel_process_ends_with_its_exit_code_and_its_output(tmp_path
                               str(tmp_path / "other.jsonl")], cwd=ROOT, capture_output=True, text=True, timeout=120,
                              env=env)
     assert refused.returncode == 2 and "error:" in refused.stderr and "missing.jsonl" in refused.stderr
+
+
+@pytest.mark.slow
+def test_two_nodes_train_what_two_processes_on_one_machine_train(tmp_path):
+    """The multi-node recipe (docs/training.md): two launchers, one process each, meeting at the
+    master's address, here on loopback; the run equals the one-machine run with two processes."""
+    from globalpointer.model.weights import read_state
+    from helpers import free_port
+
+    config = tiny_config(tmp_path, train__epochs=2)
+    one = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir",
+                          str(tmp_path / "log-one"), "train.py", "--config", config, "--set",
+                          f"output_dir={tmp_path / 'one-machine'}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
+    master = f"127.0.0.1:{free_port()}"
+    nodes = [subprocess.Popen([sys.executable, "-m", "paddle.distributed.launch", "--master", master, "--nnodes", "2",
+                               "--rank", str(rank), "--nproc_per_node", "1", "--log_dir", str(tmp_path / f"log-{rank}"),
+                               "train.py", "--config", config, "--set", f"output_dir={tmp_path / 'two-nodes'}"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in (0, 1)]
+    outputs = [node.communicate(timeout=600)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(output[-3000:] for output in outputs)
+    summaries = {name: json.load(open(tmp_path / name / "summary.json")) for name in ("one-machine", "two-nodes")}
+    assert summaries["two-nodes"]["world_size"] == 2
+    assert summaries["two-nodes"]["best_dev_f1"] == summaries["one-machine"]["best_dev_f1"]
+    assert summaries["two-nodes"]["steps"] == summaries["one-machine"]["steps"]
+    expected = read_state(str(tmp_path / "one-machine" / "last" / "model.safetensors"))
+    found = read_state(str(tmp_path / "two-nodes" / "last" / "model.safetensors"))
+    for name, value in expected.items():
+        np.testing.assert_allclose(found[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
