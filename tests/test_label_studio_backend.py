@@ -6,6 +6,8 @@ import os
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import globalpointer
 from globalpointer.deploy.label_studio_backend import create_app, read_interface
@@ -166,3 +168,49 @@ def test_a_training_round_swaps_in_a_new_model_and_a_failed_one_changes_nothing(
                                              "label_config": interface}).status_code == 200
         assert os.path.isdir(round_dir / "run" / "best")  # earlier rounds are kept
     label_studio.shutdown()
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=False) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=10)
+
+
+@given(body=st.dictionaries(st.sampled_from(["tasks", "label_config", "schema", "action", "project", "params"]), JSON)
+       | JSON,
+       route=st.sampled_from(["/predict", "/setup", "/webhook"]))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_request_body_takes_the_backend_down(client_and_model, body, route):
+    """Whatever JSON reaches a route, the answer is a status that says whose fault it is, never a 500,
+    and the backend answers the next request."""
+    client, _, app = client_and_model
+    answer = client.post(route, json=body)
+    assert answer.status_code in (200, 201, 400, 409, 422), (route, body, answer.text)
+    if answer.status_code >= 400:
+        assert answer.json()["detail"]
+    assert client.get("/health").json()["status"] == "UP"
+    assert app.state.trainer.wanted is None  # no training was asked for without a connection
+
+
+@given(texts=st.lists(st.text(max_size=60), min_size=1, max_size=4))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_regions_point_at_their_text_whatever_the_text(client_and_model, texts):
+    client, _, _ = client_and_model
+    answer = client.post("/predict", json={"tasks": [{"id": i, "data": {"sentence": t}} for i, t in enumerate(texts)],
+                                           "label_config": INTERFACE})
+    assert answer.status_code == 200, answer.text
+    for text, prediction in zip(texts, answer.json()["results"]):
+        for region in prediction["result"]:
+            value = region["value"]
+            assert 0 <= value["start"] < value["end"] <= len(text) and text[value["start"]:value["end"]] == value["text"]
+            assert 0 < region["score"] <= 1
+
+
+@given(tasks=st.lists(st.fixed_dictionaries({"id": JSON, "data": JSON | st.dictionaries(
+    st.sampled_from(["sentence", "text"]), JSON)}) | JSON, max_size=3))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+def test_malformed_tasks_are_named_not_crashed_on(client_and_model, tasks):
+    client, _, _ = client_and_model
+    answer = client.post("/predict", json={"tasks": tasks, "label_config": INTERFACE})
+    assert answer.status_code in (200, 400), answer.text
+    if answer.status_code == 400:
+        assert "tasks" in answer.json()["detail"]

@@ -249,7 +249,8 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
     def predict_tasks(tasks: list, interface: Interface) -> dict:
         texts = []
         for index, task in enumerate(tasks):
-            text = task.get("data", {}).get(interface.text_field) if isinstance(task, dict) else None
+            data = task.get("data") if isinstance(task, dict) else None
+            text = data.get(interface.text_field) if isinstance(data, dict) else None
             if not isinstance(text, str):
                 raise ValueError(f"tasks[{index}] has no text in data.{interface.text_field}, the field the "
                                  f"labeling interface shows")
