@@ -5,6 +5,8 @@ user wrote it, with every default), what training resolved from it and the data 
 and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's architecture and
 tokenizer files, so that evaluation and prediction need nothing but the directory.
 """
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -163,6 +165,34 @@ def _read_info(directory: str) -> dict:
                               f"\"char\" or \"subword\"}}") from None
     check_format_version(path, info)
     return info
+
+
+CACHE_ENV = "GLOBALPOINTER_CACHE"  # where compiled programs of checkpoints are kept (default ~/.cache/globalpointer)
+# keys of model: that decide how outputs are decoded, not what the network computes
+DECODING_KEYS = ("decode", "min_score", "calibrated_thresholds")
+
+
+def network_settings(config: RunConfig) -> dict:
+    """The keys of ``config.model`` that decide what the network computes."""
+    return {key: value for key, value in dataclasses.asdict(config.model).items() if key not in DECODING_KEYS}
+
+
+def compiled_cache_directory(directory: str, config: RunConfig) -> str:
+    """Where the Paddle Inference program compiled from the checkpoint ``directory`` is kept: a
+    folder named by the checkpoint's content (weights and metadata files), the network's settings and
+    Paddle's version, so a checkpoint that changed never runs an old program."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    for name in (WEIGHTS,) + METADATA_FILES:
+        digest.update(name.encode() + b"\0")
+        with open(os.path.join(directory, name), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+    digest.update(json.dumps([network_settings(config), version("paddlepaddle"), FORMAT_VERSION],
+                             sort_keys=True).encode())
+    root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "globalpointer")
+    return os.path.join(root, "compiled", digest.hexdigest()[:32])
 
 
 def check_checkpoint_files(directory: str) -> None:

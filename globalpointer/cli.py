@@ -133,14 +133,18 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
+    from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file
     from .evaluation.metrics import format_report
+    from .inference.file_prediction import count_lines
     from .evaluation.report_html import render_page
     from .files import atomic_write_json, atomic_write_text
     from .spans import Record
 
     if args.format:
         args.set.append(f"data.format={args.format}")
+    if args.data and os.path.isfile(args.data):
+        compile_if_it_pays(args.model, args.set, args.backend, count_lines(args.data))
     ner = load_for_inference(args)
     config, labels = ner.config, ner.labels
     path = args.data or config.data.test or config.data.dev
@@ -194,14 +198,17 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
+    from .deploy.export import compile_if_it_pays
     from .files import atomic_write_text
-    from .inference.file_prediction import predict_file, predict_file_share
+    from .inference.file_prediction import count_lines, predict_file, predict_file_share
     from .inference.label_studio import labeling_config
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
     check_output_files({"--output": args.output, "--html": args.html, "--label-config": args.label_config},
                        [args.input, args.model])
+    if args.input != "-":
+        compile_if_it_pays(args.model, args.set, args.backend, count_lines(args.input))
     ner = load_for_inference(args)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file

@@ -1,6 +1,10 @@
 import os
+import tempfile
 
 from helpers import ROOT
+
+# programs compiled from the tests' checkpoints stay out of the user's cache (subprocesses inherit it)
+os.environ["GLOBALPOINTER_CACHE"] = tempfile.mkdtemp(prefix="globalpointer-test-cache-")
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 import pytest

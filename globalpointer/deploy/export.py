@@ -12,16 +12,17 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import List
+import time
+from typing import List, Optional
 
 import paddle
 from paddle.static import InputSpec
 
-from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint
+from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoint
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
-from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, onnx_file
+from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, PARAMS, PROGRAM, is_export, onnx_file
 from ..model.heads import check_span_head
 
 log = logging.getLogger("globalpointer")
@@ -99,6 +100,34 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return sorted(os.listdir(output))
+
+
+def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str], lines: int) -> None:
+    """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint: from
+    ``inference.compile_from`` lines on (where the build's few seconds are repaid), compile the
+    checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
+    process of a data-parallel launch does not build (they would race); a cached program it uses."""
+    from ..checkpoint import compiled_cache_directory, network_settings
+    from ..config import load_config
+    from ..runtime import launch_position
+
+    if is_export(model) or launch_position()[1] > 1:
+        return
+    checkpoint = resolve_checkpoint(model)
+    own_config = load_config(os.path.join(checkpoint, "config.yaml"))  # what the program computes
+    config = load_config(os.path.join(checkpoint, "config.yaml"),
+                         list(overrides) + ([f"inference.backend={backend}"] if backend else []))
+    if config.inference.backend != "auto" or not config.inference.compile_from \
+            or lines < config.inference.compile_from or network_settings(config) != network_settings(own_config):
+        return
+    target = compiled_cache_directory(checkpoint, own_config)
+    if is_export(target):
+        return
+    start = time.perf_counter()
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    export_checkpoint(checkpoint, target)
+    log.info("%s: compiled into a Paddle Inference program in %.1f s, cached in %s (%d input lines >= "
+             "inference.compile_from)", checkpoint, time.perf_counter() - start, target, lines)
 
 
 def export_onnx(directory: str, opset: int = 17) -> str:

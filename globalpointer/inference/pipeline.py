@@ -137,9 +137,9 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..checkpoint import THRESHOLDS, read_thresholds
+    from ..checkpoint import THRESHOLDS, compiled_cache_directory, read_thresholds
     from ..corpus import featurizer_for
-    from ..model.backends import BACKENDS, Settings, choose_backend
+    from ..model.backends import BACKENDS, Settings, choose_backend, is_export
     from ..model.decode import score_logit, sigmoid
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
@@ -147,8 +147,15 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     directory, config, trained_for, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
     labels = trained_for.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
-    chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
-    network = BACKENDS[chosen].build(directory, Settings(
+    program = directory  # what the network is built from: the directory, or the program compiled from it
+    if config.inference.backend == "auto" and not is_export(directory):
+        compiled = compiled_cache_directory(directory, config)
+        if is_export(compiled):
+            program = compiled
+            log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint "
+                     "itself)", directory, compiled)
+    chosen = choose_backend(config.inference.backend, program, precision=config.inference.precision)
+    network = BACKENDS[chosen].build(program, Settings(
         config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size), runtime.device,
         config.inference.precision, config.inference.tensorrt))
     threshold = score_logit(config.model.min_score)
