@@ -214,3 +214,25 @@ def test_malformed_tasks_are_named_not_crashed_on(client_and_model, tasks):
     assert answer.status_code in (200, 400), answer.text
     if answer.status_code == 400:
         assert "tasks" in answer.json()["detail"]
+
+
+def test_basic_authentication_guards_every_route(trained, tmp_path):
+    """Started with BASIC_AUTH_USER / BASIC_AUTH_PASS, the backend answers only requests that carry
+    them (Label Studio sends them when the model is connected with basic authentication)."""
+    from fastapi.testclient import TestClient
+
+    model = str(trained / "run" / "best")
+    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), os.path.join(model, "config.yaml"),
+                     basic_auth=("studio", "s3cret"))
+    with TestClient(app) as client:
+        for route, body in (("/health", None), ("/setup", {"schema": INTERFACE}),
+                            ("/webhook", {"action": "START_TRAINING", "project": {"id": 1}})):
+            for auth in (None, ("studio", "wrong"), ("other", "s3cret")):
+                answer = client.request("GET" if body is None else "POST", route, json=body, auth=auth)
+                assert answer.status_code == 401 and "basic authentication" in answer.json()["detail"]
+                assert answer.headers["WWW-Authenticate"].startswith("Basic")
+        assert client.get("/health", auth=("studio", "s3cret")).json()["status"] == "UP"
+        answer = client.post("/predict", auth=("studio", "s3cret"), json={
+            "tasks": [{"id": 1, "data": {"sentence": "张三在北京"}}], "label_config": INTERFACE})
+        assert answer.status_code == 200 and len(answer.json()["results"]) == 1
+    assert app.state.trainer.wanted is None

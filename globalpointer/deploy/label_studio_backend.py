@@ -19,7 +19,9 @@ loaded and swapped in, and ``/setup`` and every prediction then carry its ``mode
 directory).  A round that fails leaves the served model as it was; events that come while a round
 runs start one more round after it.
 """
+import base64
 import contextlib
+import hmac
 import json
 import logging
 import os
@@ -30,7 +32,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
 from ..inference.label_studio import prediction_for
@@ -198,8 +200,11 @@ class Trainer:
 
 
 def create_app(model: str, pipeline, work_dir: str, base_config: str, label_studio_url: str = "",
-               api_key: str = "", overrides: Optional[List[str]] = None):
-    """The FastAPI application of the backend, serving ``pipeline`` (loaded from ``model``)."""
+               api_key: str = "", overrides: Optional[List[str]] = None,
+               basic_auth: Optional[Tuple[str, str]] = None):
+    """The FastAPI application of the backend, serving ``pipeline`` (loaded from ``model``).  With
+    ``basic_auth`` (user, password) every request must carry them, as Label Studio sends them when
+    the model is connected with basic authentication."""
     from fastapi import Body, HTTPException
     from fastapi.responses import JSONResponse
     from fastapi_offline import FastAPIOffline
@@ -226,6 +231,18 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
 
     app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
                          description="Label Studio's ML-backend protocol: /health, /setup, /predict, /webhook.")
+
+    if basic_auth is not None:
+        expected = "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode()
+
+        @app.middleware("http")
+        async def check_credentials(request, call_next):
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return JSONResponse({"detail": "this backend needs Label Studio's basic authentication: connect "
+                                               "it with the user and password it was started with"},
+                                    status_code=401, headers={"WWW-Authenticate": 'Basic realm="globalpointer"'})
+            return await call_next(request)
 
     @app.exception_handler(ValueError)
     async def bad_request(request, error: ValueError):
@@ -300,10 +317,13 @@ def run_backend(model: str, overrides: List[str], host: str, port: int, work_dir
 
     if not os.path.isfile(base_config):
         raise UserError(f"--base-config: file not found: {base_config}")
+    user, password = os.environ.get("BASIC_AUTH_USER", ""), os.environ.get("BASIC_AUTH_PASS", "")
+    if bool(user) != bool(password):
+        raise UserError("basic authentication needs both BASIC_AUTH_USER and BASIC_AUTH_PASS")
     pipeline = load(model, overrides)
     # a body over serve.max_body_bytes is answered 413 before it is read, as in the HTTP service
-    app = BodyLimit(create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides),
-                    pipeline.config.serve.max_body_bytes)
+    app = BodyLimit(create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides,
+                               (user, password) if user else None), pipeline.config.serve.max_body_bytes)
     log.info("Label Studio ML backend on http://%s:%d serving %s; training rounds go to %s", host, port, model,
              work_dir)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
