@@ -58,6 +58,18 @@ def test_ray_data_map_batches_gives_predict_pys_entities(trained, texts_and_expe
     assert {row["id"]: row["entities"] for row in written} == expected
 
 
+def stop_spark_jvm():
+    """Spark's JVM otherwise lives on, busy now and then, until the test process ends."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is not None and getattr(gateway, "proc", None) is not None:
+        gateway.shutdown()
+        gateway.proc.kill()
+        gateway.proc.wait(timeout=60)
+        SparkContext._gateway = SparkContext._jvm = None
+
+
 def test_spark_udf_gives_predict_pys_entities(trained, texts_and_expected):
     pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
@@ -79,6 +91,7 @@ def test_spark_udf_gives_predict_pys_entities(trained, texts_and_expected):
             .collect()[0]["entities"] is None
     finally:
         spark.stop()
+        stop_spark_jvm()
     assert found == expected
     import pyarrow.parquet as pq
 
