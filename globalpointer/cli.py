@@ -136,9 +136,9 @@ def _evaluate(argv, prog):
     from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file
     from .evaluation.metrics import format_report
-    from .inference.file_prediction import count_lines
     from .evaluation.report_html import render_page
     from .files import atomic_write_json, atomic_write_text
+    from .inference.file_prediction import count_lines
     from .spans import Record
 
     if args.format:

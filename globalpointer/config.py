@@ -15,6 +15,7 @@ import yaml
 
 from .data.readers import JSON_PARSERS, TAGGED_JOINERS
 from .errors import ConfigError
+from .model.decode import sigmoid
 
 FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 log = logging.getLogger(__name__)
@@ -348,8 +349,8 @@ def _move_renamed(tree: Dict[str, Any], where: str) -> None:
 def _probability(logit) -> float:
     """The sigmoid of a model.threshold value; ValueError when it is no number."""
     try:
-        return 1 / (1 + math.exp(-float(logit)))
-    except (TypeError, OverflowError):
+        return float(sigmoid(float(logit)))
+    except TypeError:
         raise ValueError(logit) from None
 
 

@@ -72,15 +72,20 @@ def free_port() -> int:
 
 
 def call(base, path, body=None, raw: bytes = None, headers=None):
-    """(status, JSON answer) of one request."""
+    """(status, JSON answer) of one request: None for an empty answer, the text of an error that is no JSON."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json",
                                                                        **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, json.loads(answer.read())
+            content = answer.read()
+            return answer.status, json.loads(content) if content else None
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+        content = error.read()
+        try:
+            return error.code, json.loads(content)
+        except ValueError:
+            return error.code, content.decode("utf-8", "replace")
 
 
 class Service:

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from globalpointer.inference.label_studio import labeling_config
-from helpers import ROOT, free_port
+from helpers import ROOT, call, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +24,9 @@ LABEL_STUDIO = os.environ.get("LABEL_STUDIO_BIN") or shutil.which("label-studio"
 TOKEN = "gp-live-test-token-0123456789"
 
 
-def api(base, path, body=None, method=None, token=TOKEN, timeout=120):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Authorization": f"Token {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            content = answer.read()
-            return answer.status, json.loads(content) if content else None
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode("utf-8", "replace")
+def api(base, path, body=None):
+    """(status, answer) of one call of Label Studio's API with the test user's token."""
+    return call(base, path, body, headers={"Authorization": f"Token {TOKEN}"})
 
 
 def wait_for(url, process, seconds, log):

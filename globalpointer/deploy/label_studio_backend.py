@@ -29,7 +29,6 @@ import subprocess
 import sys
 import threading
 import urllib.error
-import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from typing import Callable, List, NamedTuple, Optional, Tuple

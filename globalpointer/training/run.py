@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from tqdm import tqdm
 
-from ..checkpoint import TrainedFor, resolve_checkpoint, write_checkpoint
+from ..checkpoint import DECODING_KEYS, TrainedFor, resolve_checkpoint, write_checkpoint
 from ..config import RunConfig, dump_config, flatten_config, load_config
 from ..errors import CheckpointError, ConfigError
 from ..files import PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions
@@ -127,7 +127,7 @@ def remove_run_files(run_dir: str) -> None:
 
 # Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
 # served, not what is learned.
-RESUME_MAY_CHANGE = {"data.dev", "data.test", "model.decode", "model.min_score", "model.calibrated_thresholds",
+RESUME_MAY_CHANGE = {"data.dev", "data.test", *(f"model.{key}" for key in DECODING_KEYS),
                      "train.eval_every", "train.patience", "train.log_every", "device",
                      "cpu_threads", "output_dir", "inference", "serve"}
 
