@@ -27,9 +27,9 @@ from ..model.heads import check_span_head
 
 log = logging.getLogger("globalpointer")
 
-# Quantized: the encoder's MatMuls and the embedding table (Gather); the head's projection is a
-# Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
-INT8_OPS = ("MatMul", "Gather")
+# Quantized: the encoder's MatMuls and attention blocks, and the embedding table (Gather); the head's
+# projection is a Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
+INT8_OPS = ("MatMul", "Attention", "Gather")
 INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/lab/PERFORMANCE.md)
 # token_text and span_text number the texts of a row (masks.py); exports of earlier versions
 # took a bool span_text and one text per row, and still run that way (backends: the program's input type)
@@ -144,30 +144,31 @@ def export_onnx(directory: str, opset: int = 17) -> str:
 
 def quantize_onnx(directory: str) -> str:
     """``model.onnx`` -> ``model.int8.onnx`` by ONNX Runtime's dynamic quantization: int8 weights for
-    the MatMuls and the embedding table, activations quantized per batch at run time.  paddle2onnx
-    writes every weight as a Constant node, which the quantizer passes over (it quantized nothing),
-    so constants become initializers first."""
+    the MatMuls, the fused attention blocks and the embedding table, activations quantized per batch
+    at run time (onnx_graph: why the graph is rewritten first)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from .onnx_graph import fuse_attention, plain_graph
+
     model = onnx.load(os.path.join(directory, ONNX))
-    kept = []
-    for node in model.graph.node:
-        if node.op_type == "Constant" and [attribute.name for attribute in node.attribute] == ["value"]:
-            tensor = onnx.TensorProto()
-            tensor.CopyFrom(node.attribute[0].t)
-            tensor.name = node.output[0]
-            model.graph.initializer.append(tensor)
-        else:
-            kept.append(node)
-    del model.graph.node[:]
-    model.graph.node.extend(kept)
+    plain_graph(model)
+    fused = fuse_attention(model)
+    log.info("INT8: %d attention blocks fused", fused)
     target = os.path.join(directory, ONNX_INT8)
     with tempfile.TemporaryDirectory(dir=directory) as work:
-        plain = os.path.join(work, "initializers.onnx")
+        plain = os.path.join(work, "fused.onnx")
         onnx.save(model, plain)
-        quantize_dynamic(plain, target, weight_type=QuantType.QInt8, op_types_to_quantize=list(INT8_OPS),
-                         per_channel=INT8_PER_CHANNEL)
+        root, level = logging.getLogger(), logging.getLogger().level
+        # the quantizer logs each tensor it passes over, and advises a pre-processing that cannot infer
+        # this graph's shapes (its symbolic shape inference stops at the mask's Range)
+        root.setLevel(logging.ERROR)
+        try:
+            # the fused op's outputs have no type that ONNX's shape inference knows: they are float32
+            quantize_dynamic(plain, target, weight_type=QuantType.QInt8, op_types_to_quantize=list(INT8_OPS),
+                             per_channel=INT8_PER_CHANNEL, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        finally:
+            root.setLevel(level)
     return target
 
 

@@ -27,7 +27,11 @@ class SpanNetwork(nn.Layer):
         self.encoder = use_training_linear(encoder)
         self.dropout = nn.Dropout(dropout)
         self.head = head
-        self.takes_positions = "position_ids" in inspect.signature(encoder.forward).parameters
+        parameters = inspect.signature(encoder.forward).parameters
+        self.takes_positions = "position_ids" in parameters
+        # PaddleNLP's BERT defaults to use_cache (config.json): every layer would concatenate an empty
+        # key/value cache, a copy of K and V in each forward and backward, and in the exported graph
+        self.encoder_options = {"use_cache": False} if "use_cache" in parameters else {}
 
     @property
     def packs_texts(self) -> bool:
@@ -38,7 +42,7 @@ class SpanNetwork(nn.Layer):
     def forward(self, input_ids, token_text, span_text):
         bias, position_ids = text_attention(token_text)
         positions = {"position_ids": position_ids} if self.takes_positions else {}
-        output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions)
+        output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions, **self.encoder_options)
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
         return self.head(self.dropout(hidden), span_text)
 
