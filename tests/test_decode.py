@@ -1,9 +1,10 @@
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from globalpointer.model.decode import select_flat, sigmoid
 from globalpointer.model.reference import decode_spans
-from globalpointer.spans import TokenSpan
-from globalpointer.spans import Entity
+from globalpointer.spans import Entity, TokenSpan
 
 
 def test_nested_decoding_returns_every_span_above_threshold():
@@ -40,12 +41,32 @@ def test_device_side_decoding_equals_the_numpy_reference():
 
     rng = np.random.default_rng(0)
     raw = rng.normal(-2, 1.5, (3, 4, 9, 9)).astype("float32")
-    span_text = np.zeros((3, 9), bool)
-    span_text[0, 1:8], span_text[1, 1:5], span_text[2, 1:2] = True, True, True
+    one_text = np.zeros((3, 9), bool)
+    one_text[0, 1:8], one_text[1, 1:5], one_text[2, 1:2] = True, True, True
+    packed = np.array([[0, 1, 1, 1, 0, 2, 2, 3, 0], [0, 1, 1, 1, 1, 0, 0, 0, 0], [0, 1, 0, 2, 2, 0, 0, 0, 0]])
     # -2e4: below the masked cells' scores too, so only the span mask keeps them out
-    for tril, threshold in ((True, -1.0), (False, -1.0), (True, -2e4)):
+    for span_text, tril, threshold in ((one_text, True, -1.0), (one_text, False, -1.0), (one_text, True, -2e4),
+                                       (packed, True, -1.0), (packed, False, -2e4)):
         mask = span_mask(paddle.to_tensor(span_text), tril).numpy()
         expected = decode_spans(raw, mask, threshold)
         logits = raw + span_mask_bias(paddle.to_tensor(span_text), tril).numpy()  # as the heads return them
         got = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(span_text), tril, threshold)
         assert got == expected and sum(map(len, expected)) > 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=12), st.integers(1, 3), st.booleans(), st.integers(0, 2**31))
+def test_the_mask_at_some_cells_is_the_whole_mask_there(row, rows, tril, seed):
+    """Rows that hold several texts (1, 2, 3) and padding (0), at random cells and at every cell."""
+    import paddle
+
+    from globalpointer.model.masks import span_mask, span_mask_at
+
+    rng = np.random.default_rng(seed)
+    span_text = np.array([rng.permutation(row) for _ in range(rows)], np.int64)
+    whole = span_mask(paddle.to_tensor(span_text), tril).numpy()[:, 0]
+    length = span_text.shape[1]
+    every = np.array([(b, 0, i, j) for b in range(rows) for i in range(length) for j in range(length)], np.int64)
+    some = every[rng.choice(len(every), size=min(len(every), 7), replace=False)]
+    for cells in (every, some):
+        assert span_mask_at(span_text, cells, tril).tolist() == whole[cells[:, 0], cells[:, 2], cells[:, 3]].tolist()

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..spans import TokenSpan
 from .decode import Threshold, spans_from_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
-from .masks import span_mask, span_mask_bias
+from .masks import span_mask, span_mask_at, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
 
@@ -29,14 +29,17 @@ def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mas
     formula: ``reference.decode_spans``).  The threshold is applied where the logits are (GPU or
     CPU): only the cells above it are copied out, not the whole ``[batch, types, L, L]`` tensor."""
     limits = threshold_array(threshold)
-    hits = logits > (float(limits[0]) if limits.size == 1 else paddle.to_tensor(limits.reshape(1, -1, 1, 1)))
-    # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT
-    # (weights of a diverging run) still lets through: the mask itself decides.
-    hits = hits & span_mask(span_text, tril_mask)
-    hits = paddle.nonzero(hits)
+    hits = paddle.nonzero(logits > (float(limits[0]) if limits.size == 1
+                                    else paddle.to_tensor(limits.reshape(1, -1, 1, 1))))
     if hits.shape[0] == 0:
         return [[] for _ in range(logits.shape[0])]
-    return spans_from_hits(hits.numpy(), paddle.gather_nd(logits, hits).numpy(), logits.shape[0])
+    values = paddle.gather_nd(logits, hits).numpy()
+    hits = hits.numpy()
+    # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT
+    # (weights of a diverging run) still lets through: the mask itself decides, at the few cells
+    # above the threshold (over the whole [batch, types, L, L] tensor it took 6% of INT8's time)
+    keep = span_mask_at(span_text.numpy(), hits, tril_mask)
+    return spans_from_hits(hits[keep], values[keep], logits.shape[0])
 
 
 class _SpanHead(nn.Layer):

@@ -2,6 +2,7 @@
 tokens the encoder lets see each other when a row holds several texts."""
 from typing import Tuple
 
+import numpy as np
 import paddle
 
 # Added to a cell's score, this makes it lose every comparison and vanish under exp(), in float16
@@ -22,6 +23,15 @@ def span_mask(span_text: paddle.Tensor, tril_mask: bool = True) -> paddle.Tensor
         positions = paddle.arange(paddle.shape(span_text)[1])
         mask = mask & (positions.unsqueeze(1) <= positions.unsqueeze(0))
     return mask
+
+
+def span_mask_at(span_text: np.ndarray, cells: np.ndarray, tril_mask: bool = True) -> np.ndarray:
+    """``span_mask`` at the given cells only: ``cells`` ``[K, 4]`` rows (batch, type, start, end);
+    ``[K]`` bool.  For the few cells above a threshold, where the whole mask would cost more."""
+    text = np.asarray(span_text).astype("int64")
+    row, start, end = cells[:, 0], cells[:, 2], cells[:, 3]
+    open_cells = (text[row, start] > 0) & (text[row, start] == text[row, end])
+    return open_cells & (start <= end) if tril_mask else open_cells
 
 
 def text_attention(token_text: paddle.Tensor) -> Tuple[paddle.Tensor, paddle.Tensor]:
