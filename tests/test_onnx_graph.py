@@ -27,8 +27,9 @@ def run(model, feed):
     return session.run(None, feed)[0]
 
 
-def packed_feed(vocabulary: int):
+def packed_feed(model):
     """Two rows: one with two texts side by side and padding, one with a single text."""
+    vocabulary = next(tensor.dims[0] for tensor in model.graph.initializer if "embedding" in tensor.name)
     token_text = np.array([[1, 1, 1, 1, 2, 2, 2, 0, 0], [1] * 9], np.int64)
     input_ids = np.random.default_rng(0).integers(1, vocabulary, token_text.shape).astype(np.int64)
     return {"input_ids": input_ids * (token_text > 0), "token_text": token_text, "span_text": token_text}
@@ -44,8 +45,7 @@ def test_every_attention_block_is_fused_and_scores_the_same(graph):
     fused.CopyFrom(plain)
     assert fuse_attention(fused) == TINY_LAYERS
     assert not [node for node in fused.graph.node if node.op_type == "Softmax"]
-    vocabulary = next(tensor.dims[0] for tensor in plain.graph.initializer if "embedding" in tensor.name)
-    feed = packed_feed(vocabulary)
+    feed = packed_feed(plain)
     expected, found = run(plain, feed), run(fused, feed)
     open_cells = expected > -1e3  # masked cells are about MASKED_LOGIT in both; compare the ones that decode
     assert np.array_equal(open_cells, found > -1e3)
@@ -59,4 +59,4 @@ def test_a_block_whose_inner_value_is_read_elsewhere_is_left_alone(graph):
     softmax = [node for node in model.graph.node if node.op_type == "Softmax"]
     model.graph.output.append(onnx.helper.make_tensor_value_info(softmax[0].output[0], onnx.TensorProto.FLOAT, None))
     assert fuse_attention(model) == TINY_LAYERS - 1
-    assert len(run(model, packed_feed(100))) == 2
+    assert len(run(model, packed_feed(model))) == 2

@@ -9,7 +9,7 @@ and the attention itself in one kernel.  Only ``model.int8.onnx`` is rewritten t
 ONNX Runtime alone); ``model.onnx`` stays standard ONNX for any runtime.
 """
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import onnx
@@ -47,7 +47,6 @@ def plain_graph(model: onnx.ModelProto) -> None:
 
 class _Graph:
     def __init__(self, graph: onnx.GraphProto):
-        self.graph = graph
         named = set()
         for index, node in enumerate(graph.node):  # the rewrite removes nodes by name
             if not node.name or node.name in named:
@@ -77,9 +76,16 @@ def _permutation(node) -> List[int]:
     return [value for attribute in node.attribute if attribute.name == "perm" for value in attribute.ints]
 
 
-def _projection(g: _Graph, transpose):
-    """``Transpose(0,2,1,3) <- Reshape([0,0,heads,size]) <- Add(bias) <- MatMul(x, W)``:
-    (x, W, bias, heads, nodes), or None."""
+class _Projection(NamedTuple):
+    source: str  # the tensor projected (the block's input)
+    weight: np.ndarray
+    bias: np.ndarray
+    heads: int
+    nodes: list
+
+
+def _projection(g: _Graph, transpose) -> Optional[_Projection]:
+    """``Transpose(0,2,1,3) <- Reshape([0,0,heads,size]) <- Add(bias) <- MatMul(x, W)``, or None."""
     if transpose is None or _permutation(transpose) != [0, 2, 1, 3]:
         return None
     reshape = g.parent(transpose, 0, "Reshape")
@@ -91,7 +97,7 @@ def _projection(g: _Graph, transpose):
     if weight is None or bias is None or shape is None or weight.ndim != 2 or shape.tolist()[:2] != [0, 0] \
             or len(shape) != 4:
         return None
-    return matmul.input[0], weight, bias, int(shape[2]), [transpose, reshape, add, matmul]
+    return _Projection(matmul.input[0], weight, bias, int(shape[2]), [transpose, reshape, add, matmul])
 
 
 def fuse_attention(model: onnx.ModelProto) -> int:
@@ -99,7 +105,7 @@ def fuse_attention(model: onnx.ModelProto) -> int:
     is the additive one the network builds (``[batch, 1, L, L]``, 0 where a token may attend,
     MASKED_LOGIT where not), handed over as the op's 3-D 0/1 mask with MASKED_LOGIT as its filter value."""
     g = _Graph(model.graph)
-    removed, added, masks = set(), [], {}
+    removed, added, masks, fused = set(), [], {}, 0
     for softmax in [node for node in model.graph.node if node.op_type == "Softmax"]:
         mask_add = g.parent(softmax, 0, "Add")
         scores = mask_add and g.parent(mask_add, 0, "MatMul")
@@ -113,16 +119,15 @@ def fuse_attention(model: onnx.ModelProto) -> int:
                 or _permutation(key_transpose) != [0, 1, 3, 2] or g.constant(shift.input[1]) is None \
                 or np.any(g.constant(shift.input[1]) != 0) or g.constant(scale.input[1]) is None:
             continue
-        parts = [_projection(g, g.parent(scale, 0, "Transpose")), _projection(g, g.parent(key_transpose, 0, "Transpose")),
-                 _projection(g, g.parent(context, 1, "Transpose"))]
-        if None in parts or len({part[0] for part in parts}) != 1 or len({part[3] for part in parts}) != 1:
+        query, key, value = parts = [_projection(g, g.parent(scale, 0, "Transpose")),
+                                     _projection(g, g.parent(key_transpose, 0, "Transpose")),
+                                     _projection(g, g.parent(context, 1, "Transpose"))]
+        if None in parts or len({part.source for part in parts}) != 1 or len({part.heads for part in parts}) != 1:
             continue
-        heads = parts[0][3]
-        head_size = parts[0][1].shape[1] // heads
-        if not np.allclose(g.constant(scale.input[1]), head_size ** -0.5):
+        if not np.allclose(g.constant(scale.input[1]), (query.weight.shape[1] // query.heads) ** -0.5):
             continue
-        block = [n for part in parts for n in part[4]] + [scale, shift, key_transpose, scores, mask_add, softmax,
-                                                          context, merge, output]
+        block = [node for part in parts for node in part.nodes] + [scale, shift, key_transpose, scores, mask_add,
+                                                                   softmax, context, merge, output]
         inside = {node.name for node in block}
         if any(name in g.outputs or any(reader.name not in inside for reader in g.readers[name])
                for node in block[:-1] for name in node.output):
@@ -130,26 +135,27 @@ def fuse_attention(model: onnx.ModelProto) -> int:
         mask = mask_add.input[1]
         if mask not in masks:
             masks[mask] = f"{mask}.attend"
-            model.graph.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), f"{mask}.head_axis"),
-                                            numpy_helper.from_array(np.array(MASKED_LOGIT / 2, np.float32), f"{mask}.half")])
+            model.graph.initializer.extend([
+                numpy_helper.from_array(np.array([1], np.int64), f"{mask}.head_axis"),
+                numpy_helper.from_array(np.array(MASKED_LOGIT / 2, np.float32), f"{mask}.half")])
             added += [helper.make_node("Squeeze", [mask, f"{mask}.head_axis"], [f"{mask}.rows"]),
                       helper.make_node("Greater", [f"{mask}.rows", f"{mask}.half"], [f"{mask}.open"]),
                       helper.make_node("Cast", [f"{mask}.open"], [masks[mask]], to=onnx.TensorProto.INT32)]
-        name = f"attention_{sum(node.op_type == 'Attention' for node in added)}"
+        name = f"attention_{fused}"
         model.graph.initializer.extend([
-            numpy_helper.from_array(np.concatenate([part[1] for part in parts], axis=1), f"{name}.qkv_weight"),
-            numpy_helper.from_array(np.concatenate([part[2] for part in parts]), f"{name}.qkv_bias")])
-        added.append(helper.make_node("Attention", [parts[0][0], f"{name}.qkv_weight", f"{name}.qkv_bias", masks[mask]],
-                                      [output.output[0]], name=name, domain=MICROSOFT, num_heads=heads,
-                                      mask_filter_value=float(MASKED_LOGIT)))
+            numpy_helper.from_array(np.concatenate([part.weight for part in parts], axis=1), f"{name}.qkv_weight"),
+            numpy_helper.from_array(np.concatenate([part.bias for part in parts]), f"{name}.qkv_bias")])
+        added.append(helper.make_node("Attention", [query.source, f"{name}.qkv_weight", f"{name}.qkv_bias",
+                                                    masks[mask]], [output.output[0]], name=name, domain=MICROSOFT,
+                                      num_heads=query.heads, mask_filter_value=float(MASKED_LOGIT)))
         removed.update(inside)
-    if not added:
+        fused += 1
+    if not fused:
         return 0
-    nodes = [node for node in model.graph.node if node.name not in removed] + added
-    _sort_topologically(model.graph, nodes)
+    _sort_topologically(model.graph, [node for node in model.graph.node if node.name not in removed] + added)
     if not any(opset.domain == MICROSOFT for opset in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MICROSOFT, 1))
-    return sum(node.op_type == "Attention" for node in added)
+    return fused
 
 
 def _sort_topologically(graph: onnx.GraphProto, nodes: list) -> None:
@@ -164,7 +170,7 @@ def _sort_topologically(graph: onnx.GraphProto, nodes: list) -> None:
             else:
                 waiting.append(node)
         if len(waiting) == len(pending):
-            raise ValueError(f"the rewritten graph has a cycle or a missing input at {waiting[0].name or waiting[0].op_type}")
+            raise ValueError(f"the rewritten graph has a cycle or a missing input at {waiting[0].name}")
         pending = waiting
     del graph.node[:]
     graph.node.extend(ordered)

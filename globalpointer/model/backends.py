@@ -48,8 +48,8 @@ def onnxruntime_available() -> bool:
 
 
 # ONNX Runtime 1.31 fuses bias + residual + LayerNorm after the int8 MatMuls into SkipLayerNormalization,
-# whose CPU kernel took longer than the three ops it replaces: INT8 1.13x faster without it on CLUENER
-# dev texts (bench/machine.py's int8 row); float32 graphs are not fused that way and run the same
+# whose CPU kernel took longer than the three ops it replaces: INT8 2.46x -> 2.84x float32 without it
+# (docs/lab/PERFORMANCE.md, INT8: what was tried); float32 graphs are not fused that way and run the same
 ONNX_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 
