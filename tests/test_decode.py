@@ -33,9 +33,11 @@ def test_sigmoid_is_stable():
     assert sigmoid(np.array([-1000.0, 0.0, 1000.0])).tolist() == [0.0, 0.5, 1.0]
 
 
-def test_device_side_decoding_equals_the_numpy_reference():
+def test_device_and_host_decoding_equal_the_numpy_reference():
+    """The dynamic graph decodes where its logits are, an export's runtime on the host."""
     import paddle
 
+    from globalpointer.model.decode import decode_logit_array
     from globalpointer.model.heads import decode_span_logits
     from globalpointer.model.masks import span_mask, span_mask_bias
 
@@ -45,13 +47,15 @@ def test_device_side_decoding_equals_the_numpy_reference():
     one_text[0, 1:8], one_text[1, 1:5], one_text[2, 1:2] = True, True, True
     packed = np.array([[0, 1, 1, 1, 0, 2, 2, 3, 0], [0, 1, 1, 1, 1, 0, 0, 0, 0], [0, 1, 0, 2, 2, 0, 0, 0, 0]])
     # -2e4: below the masked cells' scores too, so only the span mask keeps them out
+    per_type = [-1.0, -3.0, 0.5, -2e4]
     for span_text, tril, threshold in ((one_text, True, -1.0), (one_text, False, -1.0), (one_text, True, -2e4),
-                                       (packed, True, -1.0), (packed, False, -2e4)):
+                                       (packed, True, -1.0), (packed, False, -2e4), (packed, True, per_type)):
         mask = span_mask(paddle.to_tensor(span_text), tril).numpy()
         expected = decode_spans(raw, mask, threshold)
         logits = raw + span_mask_bias(paddle.to_tensor(span_text), tril).numpy()  # as the heads return them
-        got = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(span_text), tril, threshold)
-        assert got == expected and sum(map(len, expected)) > 5
+        on_device = decode_span_logits(paddle.to_tensor(logits), paddle.to_tensor(span_text), tril, threshold)
+        on_host = decode_logit_array(logits, span_text, tril, threshold)
+        assert on_device == expected and on_host == expected and sum(map(len, expected)) > 5
 
 
 @settings(max_examples=60, deadline=None)

@@ -65,15 +65,15 @@ def pack_rows(lengths: Sequence[int], row_tokens: int) -> List[List[int]]:
     """Windows (by index) into rows of at most ``row_tokens`` tokens, first fit, longest first; a
     window longer than that has a row to itself.  Every window is in exactly one row."""
     rows: List[List[int]] = []
-    room: List[int] = []  # tokens still free in each row
+    room = np.empty(len(lengths), dtype="int64")  # tokens still free in each row (the first len(rows))
     for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        row = next((r for r, free in enumerate(room) if free >= lengths[index]), None)
-        if row is None:
+        fits = np.flatnonzero(room[:len(rows)] >= lengths[index])  # (a scan in Python: 1% of INT8 prediction)
+        if fits.size == 0:
+            room[len(rows)] = row_tokens - lengths[index]
             rows.append([index])
-            room.append(row_tokens - lengths[index])
         else:
-            rows[row].append(index)
-            room[row] -= lengths[index]
+            rows[fits[0]].append(index)
+            room[fits[0]] -= lengths[index]
     return rows
 
 

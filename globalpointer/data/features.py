@@ -72,8 +72,16 @@ class Featurizer:
         self.sep_id = self.vocab[tokenizer.sep_token]
         self.pad_id = self.vocab[tokenizer.pad_token]
         self.lower = bool(getattr(tokenizer, "do_lower_case", True))
+        self.char_ids: Dict[str, int] = {}
 
     def char_id(self, char: str) -> int:
+        # memoised: the lookup with its fallbacks took a third of tokenizing (docs/lab/PERFORMANCE.md)
+        found = self.char_ids.get(char)
+        if found is None:
+            found = self.char_ids[char] = self.vocab_id(char)
+        return found
+
+    def vocab_id(self, char: str) -> int:
         for candidate in (char, char.lower() if self.lower else char,
                           unicodedata.normalize("NFKC", char).lower() if self.lower else unicodedata.normalize("NFKC", char)):
             if candidate in self.vocab:

@@ -49,8 +49,9 @@ class Extractor:
         batches = prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts)
         for done, members in enumerate(batches, 1):
             with paddle.no_grad():
-                inputs = model_inputs(collate_rows([[windows[i] for i in row] for row in members],
-                                                   self.featurizer.pad_id))
+                inputs = collate_rows([[windows[i] for i in row] for row in members], self.featurizer.pad_id)
+                if not getattr(self.model, "reads_arrays", False):  # an export's runtime reads numpy
+                    inputs = model_inputs(inputs)
                 outputs = self.model(**inputs)
                 for row, spans in zip(members, self.model.decode(outputs, inputs["span_text"], self.threshold)):
                     for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):

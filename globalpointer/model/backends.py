@@ -15,11 +15,10 @@ import os
 from typing import Callable, Dict, List, NamedTuple
 
 import numpy as np
-import paddle
 
 from ..errors import CheckpointError, ConfigError
 from ..files import check_format_version
-from .heads import decode_span_logits
+from .decode import decode_logit_array
 from .network import load_network
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
@@ -144,15 +143,21 @@ def program_input_dtype(program: str, name: str) -> str:
 class _ExportedModel:
     """Whether an export reads rows of several texts is read off its program, once loaded: its
     span_text numbers the texts of a row (int64); exports of earlier versions take a bool span_text,
-    one text per row."""
+    one text per row.  It reads and returns numpy arrays: a round trip through Paddle tensors took
+    2% of INT8 prediction."""
+    reads_arrays = True
 
     def __init__(self, tril_mask: bool, packs_texts: bool):
         self.tril_mask = tril_mask
         self.packs_texts = packs_texts
         self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
 
-    def decode(self, logits, span_text, threshold):
-        return decode_span_logits(logits, span_text, self.tril_mask, threshold)
+    def feed(self, *inputs) -> List[np.ndarray]:
+        return [np.ascontiguousarray(np.asarray(value).astype(dtype, copy=False))
+                for value, dtype in zip(inputs, self.input_dtypes)]
+
+    def decode(self, logits: np.ndarray, span_text, threshold):
+        return decode_logit_array(logits, np.asarray(span_text), self.tril_mask, threshold)
 
 
 class PaddleInferenceModel(_ExportedModel):
@@ -188,16 +193,13 @@ class PaddleInferenceModel(_ExportedModel):
         super().__init__(tril_mask, program_input_dtype(os.path.join(directory, PROGRAM),
                                                         self.predictor.get_input_names()[2]) == "int64")
 
-    def __call__(self, input_ids, token_text, span_text) -> paddle.Tensor:
-        inputs = zip(self.predictor.get_input_names(), (input_ids, token_text, span_text), self.input_dtypes)
-        for name, value, dtype in inputs:
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
+        for name, array in zip(self.predictor.get_input_names(), self.feed(input_ids, token_text, span_text)):
             handle = self.predictor.get_input_handle(name)
-            array = np.ascontiguousarray(value.numpy().astype(dtype, copy=False))
             handle.reshape(array.shape)
             handle.copy_from_cpu(array)
         self.predictor.run()
-        output = self.predictor.get_output_handle(self.predictor.get_output_names()[0])
-        return paddle.to_tensor(output.copy_to_cpu())
+        return self.predictor.get_output_handle(self.predictor.get_output_names()[0]).copy_to_cpu()
 
 
 class OnnxModel(_ExportedModel):
@@ -221,10 +223,8 @@ class OnnxModel(_ExportedModel):
         self.input_names = [item.name for item in self.session.get_inputs()]
         super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)")
 
-    def __call__(self, input_ids, token_text, span_text) -> paddle.Tensor:
-        feed = {name: value.numpy().astype(dtype, copy=False)
-                for name, value, dtype in zip(self.input_names, (input_ids, token_text, span_text), self.input_dtypes)}
-        return paddle.to_tensor(self.session.run(None, feed)[0])
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
+        return self.session.run(None, dict(zip(self.input_names, self.feed(input_ids, token_text, span_text))))[0]
 
 
 class Settings(NamedTuple):

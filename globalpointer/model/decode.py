@@ -6,6 +6,7 @@ from typing import List, Sequence, Union
 import numpy as np
 
 from ..spans import Entity, TokenSpan
+from .masks import span_mask_at
 
 Threshold = Union[float, Sequence[float]]
 
@@ -33,6 +34,25 @@ def spans_from_hits(hits: np.ndarray, hit_logits: np.ndarray, batch_size: int) -
         if end >= start:
             spans[batch_index].append(TokenSpan(type_id, start, end, score))
     return spans
+
+
+def spans_at_hits(hits: np.ndarray, hit_logits: np.ndarray, span_text: np.ndarray, tril_mask: bool,
+                  batch_size: int) -> List[List[TokenSpan]]:
+    """``spans_from_hits`` of the hits inside the span mask.  Masked cells hold score +
+    MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT (weights of a diverging run)
+    still lets through: the mask itself decides, at the few cells above the threshold (over the whole
+    ``[batch, types, L, L]`` tensor it took 6% of INT8's time)."""
+    keep = span_mask_at(span_text, hits, tril_mask)
+    return spans_from_hits(hits[keep], hit_logits[keep], batch_size)
+
+
+def decode_logit_array(logits: np.ndarray, span_text: np.ndarray, tril_mask: bool,
+                       threshold: Threshold) -> List[List[TokenSpan]]:
+    """``heads.decode_span_logits`` for logits on the host (an exported model's output)."""
+    # flatnonzero + unravel_index: 7x as fast as argwhere, which walks every dimension
+    above = np.flatnonzero(logits > threshold_array(threshold).reshape(1, -1, 1, 1))
+    hits = np.stack(np.unravel_index(above, logits.shape), axis=1)
+    return spans_at_hits(hits, logits[tuple(hits.T)], span_text, tril_mask, logits.shape[0])
 
 
 def select_flat(entities: Sequence[Entity]) -> List[Entity]:

@@ -16,9 +16,9 @@ from paddle import nn
 
 from ..errors import ConfigError
 from ..spans import TokenSpan
-from .decode import Threshold, spans_from_hits, threshold_array
+from .decode import Threshold, spans_at_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
-from .masks import span_mask, span_mask_at, span_mask_bias
+from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
 
@@ -34,12 +34,7 @@ def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mas
     if hits.shape[0] == 0:
         return [[] for _ in range(logits.shape[0])]
     values = paddle.gather_nd(logits, hits).numpy()
-    hits = hits.numpy()
-    # Masked cells hold score + MASKED_LOGIT, which a low threshold or a score above -MASKED_LOGIT
-    # (weights of a diverging run) still lets through: the mask itself decides, at the few cells
-    # above the threshold (over the whole [batch, types, L, L] tensor it took 6% of INT8's time)
-    keep = span_mask_at(span_text.numpy(), hits, tril_mask)
-    return spans_from_hits(hits[keep], values[keep], logits.shape[0])
+    return spans_at_hits(hits.numpy(), values, span_text.numpy(), tril_mask, logits.shape[0])
 
 
 class _SpanHead(nn.Layer):
