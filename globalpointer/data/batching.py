@@ -1,5 +1,7 @@
 """Windows -> padded numpy batches, grouped by length (and short windows packed into shared rows)
 so that little of a batch is padding."""
+import bisect
+import itertools
 from typing import Dict, List, Sequence
 
 import numpy as np
@@ -120,10 +122,10 @@ def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:
 def split_row(spans: Sequence[TokenSpan], window_lengths: Sequence[int]) -> List[List[TokenSpan]]:
     """A row's decoded spans -> the spans of each of its windows, over that window's input positions
     (a span never crosses windows: the span mask keeps it inside its text)."""
-    starts = np.cumsum([0] + list(window_lengths))
+    starts = list(itertools.accumulate(window_lengths, initial=0))  # (numpy per span: 1% of INT8 prediction)
     found: List[List[TokenSpan]] = [[] for _ in window_lengths]
     for span in spans:
-        window = int(np.searchsorted(starts, span.start, side="right")) - 1
-        shift = int(starts[window])
+        window = bisect.bisect_right(starts, span.start) - 1
+        shift = starts[window]
         found[window].append(span._replace(start=span.start - shift, end=span.end - shift))
     return found
