@@ -125,6 +125,8 @@ def test_tagger_heads_are_not_exported(tmp_path):
 
 def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
+    import onnx
+
     from globalpointer.cli import main as cli
 
     target = tmp_path / "int8"
@@ -134,7 +136,7 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert [row["model"] for row in rows] == ["float32", "int8"]
     assert rows[1]["megabytes"] < 0.5 * rows[0]["megabytes"]  # int8 weights: a quarter, plus what stays float
     assert rows[1]["f1"] > 90 and abs(rows[1]["f1"] - rows[0]["f1"]) < 5
-    int8_ops = [node.op_type for node in __import__("onnx").load(str(target / "model.int8.onnx")).graph.node]
+    int8_ops = [node.op_type for node in onnx.load(str(target / "model.int8.onnx")).graph.node]
     assert int8_ops.count("QAttention") == 2 and "Softmax" not in int8_ops  # the tiny encoder's two layers, fused
     source = tmp_path / "in.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")

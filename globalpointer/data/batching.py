@@ -74,8 +74,9 @@ def pack_rows(lengths: Sequence[int], row_tokens: int) -> List[List[int]]:
             room[len(rows)] = row_tokens - lengths[index]
             rows.append([index])
         else:
-            rows[fits[0]].append(index)
-            room[fits[0]] -= lengths[index]
+            row = fits[0]
+            rows[row].append(index)
+            room[row] -= lengths[index]
     return rows
 
 

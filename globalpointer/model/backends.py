@@ -157,7 +157,7 @@ class _ExportedModel:
                 for value, dtype in zip(inputs, self.input_dtypes)]
 
     def decode(self, logits: np.ndarray, span_text, threshold):
-        return decode_logit_array(logits, np.asarray(span_text), self.tril_mask, threshold)
+        return decode_logit_array(logits, span_text, self.tril_mask, threshold)
 
 
 class PaddleInferenceModel(_ExportedModel):
