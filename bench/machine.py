@@ -4,14 +4,16 @@
 
 In one run, timed in turns: numpy's and Paddle's 1024x1024 float32 matmul (GFLOP/s), then texts/s on
 CLUENER dev texts for PaddleNLP's GlobalPointer layer (dynamic graph, as its users run it, same
-encoder weights), this project's dynamic graph, Paddle Inference, ONNX Runtime float32 and, where
-the export has model.int8.onnx, INT8.  Each row's share of the limit is tokens/s x FLOPs per token
+encoder weights), this project's dynamic graph, Paddle Inference, ONNX Runtime float32, and where
+the export has them, INT8 on ONNX Runtime (model.int8.onnx) and on OpenVINO (model.int8.xml), with
+OpenVINO float32 beside them when OpenVINO is installed.  Each row's share of the limit is tokens/s x FLOPs per token
 / numpy's GEMM FLOP/s (FLOPs counted from the encoder's shape: the multiply-adds of its matmuls and
 attention, and the head's).  Training: optimizer steps of batch 16 windows, windows/s and their share
 of the limit at 3x the forward FLOPs.  The host (CPU model, SIMD flags, MKL path) is printed first:
 compare numbers within one run only.  ``GLOBALPOINTER_MKL_DISPATCH=0`` runs it with MKL's own choice.
 """
 import argparse
+import importlib.util
 import os
 import statistics
 import time
@@ -22,6 +24,7 @@ import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 import globalpointer
+from globalpointer.deploy.export import int8_engines
 from globalpointer.inference.extractor import Extractor
 from globalpointer.training.step import build_optimizer
 from peer import Peer
@@ -57,7 +60,8 @@ def forward_flops_per_token(encoder_config, head, num_types: int, length: float)
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a trained checkpoint (RUN/best)")
-    parser.add_argument("--export", required=True, help="its export with model.onnx (and model.int8.onnx)")
+    parser.add_argument("--export", required=True, help="its export with model.onnx (and model.int8.onnx, "
+                                                         "model.int8.xml)")
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64, help="rows per forward pass in prediction")
     parser.add_argument("--repeats", type=int, default=3)
@@ -91,9 +95,14 @@ def main():
                                                               window_batch_size=args.batch_size).extractor
     extractors["ours, ONNX Runtime float32"] = globalpointer.load(args.export, backend="onnxruntime",
                                                                   window_batch_size=args.batch_size).extractor
-    if os.path.isfile(os.path.join(args.export, "model.int8.onnx")):
-        extractors["ours, ONNX Runtime INT8"] = globalpointer.load(args.export, inference__precision="int8",
-                                                                   window_batch_size=args.batch_size).extractor
+    if importlib.util.find_spec("openvino"):
+        extractors["ours, OpenVINO float32"] = globalpointer.load(args.export, backend="openvino",
+                                                                  window_batch_size=args.batch_size).extractor
+    for backend, name in (("onnxruntime", "ONNX Runtime"), ("openvino", "OpenVINO")):
+        if backend in int8_engines(args.export) and (backend != "openvino" or importlib.util.find_spec("openvino")):
+            extractors[f"ours, {name} INT8"] = globalpointer.load(args.export, backend=backend,
+                                                                  inference__precision="int8",
+                                                                  window_batch_size=args.batch_size).extractor
     seconds = interleaved_medians({name: (lambda e=e: e.extract(texts)) for name, e in extractors.items()},
                                   args.repeats, warmup=1)
     rows = Rows()
@@ -103,9 +112,10 @@ def main():
                   "x peer": round(len(texts) / value / peer_rate, 2),
                   "share of float32 GEMM limit": f"{tokens / value * flops / limit:.0%}"})
     rows.finish()
-    if "ours, ONNX Runtime INT8" in seconds:
-        ratio = seconds["ours, ONNX Runtime float32"] / seconds["ours, ONNX Runtime INT8"]
-        print(f"INT8 / ONNX Runtime float32: {ratio:.2f}x the texts/s (target: 3x)")
+    for name in ("ONNX Runtime", "OpenVINO"):
+        if f"ours, {name} INT8" in seconds:
+            ratio = seconds["ours, ONNX Runtime float32"] / seconds[f"ours, {name} INT8"]
+            print(f"{name} INT8 / ONNX Runtime float32: {ratio:.2f}x the texts/s (target: 3x)")
 
     batches, _ = real_batches(SimpleNamespace(tokenizer=encoder.tokenizer), cluener_texts(args.train_steps * 16, "train"),
                               16)

@@ -117,11 +117,12 @@ class TrainConfig:
 
 @dataclass
 class InferenceConfig:
-    backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference or "
-                        "onnxruntime (an export); auto: onnxruntime for an export with model.onnx, else "
+    backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference, "
+                        "onnxruntime or openvino (an export); auto: onnxruntime for an export with model.onnx, else "
                         "paddle-inference for an export, dynamic for a checkpoint", backend_names)
-    precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: model.int8.onnx of an "
-                          "export made with --quantize int8, on onnxruntime", ("float32", "float16", "int8"))
+    precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: an export made with "
+                          "--quantize int8, its model.int8.xml on openvino where both are there (auto), else its "
+                          "model.int8.onnx on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
                                "window, or several short ones, inference.pack_texts)")

@@ -9,8 +9,8 @@ from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.data.batching import collate
 from globalpointer.corpus import featurizer_for
 from globalpointer.errors import CheckpointError, ConfigError, UserError
-from globalpointer.model.backends import (OnnxModel, PaddleInferenceModel, choose_backend, onnx_providers,
-                                          paddle_inference_settings)
+from globalpointer.model.backends import (OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend,
+                                          onnx_providers, paddle_inference_settings)
 from globalpointer.deploy.export import export_checkpoint
 from globalpointer.inference.extractor import model_inputs
 from globalpointer.checkpoint import load_checkpoint
@@ -50,8 +50,28 @@ def test_onnx_equals_dynamic_graph(trained, exported):
                                atol=1e-4)
 
 
-@pytest.mark.parametrize("backend", ["auto", "paddle-inference", "onnxruntime"])
+def test_openvino_equals_dynamic_graph(trained, exported):
+    pytest.importorskip("openvino")
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, inputs = batch_of_windows(trained, TEXTS)
+    _, others = batch_of_windows(trained, ["上海的李四", "深圳"])
+    openvino = OpenVinoModel(str(exported), tril_mask=True, filename="model.onnx")
+    first = openvino(**inputs)
+    kept = first.copy()
+    second = openvino(**others)  # the next pass of the same request leaves the first's logits as they were
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_allclose(first, model(**inputs).numpy(), atol=1e-4)
+    with ThreadPoolExecutor(2) as pool:  # a request per thread: concurrent passes do not mix
+        both = list(pool.map(lambda feed: openvino(**feed), [inputs, others] * 4))
+    for got, expected in zip(both, [first, second] * 4):
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["auto", "paddle-inference", "onnxruntime", "openvino"])
 def test_predict_and_evaluate_through_the_export(trained, exported, tmp_path, backend):
+    if backend == "openvino":
+        pytest.importorskip("openvino")
     source = tmp_path / "in.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     outputs = {}
@@ -145,13 +165,49 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert any(e["text"] == "北京大学" for e in json.loads(open(tmp_path / "out.jsonl").readline())["entities"])
     with pytest.raises(ConfigError, match="no model.int8.onnx"):
         choose_backend("auto", str(trained / "run" / "best"), precision="int8")
+    assert choose_backend("auto", str(target), precision="int8", has_openvino=True) == "onnxruntime"
+    with pytest.raises(ConfigError, match="has no model.int8.xml; make it with .* --openvino-calibration"):
+        choose_backend("openvino", str(target), precision="int8", has_openvino=True)
+    capsys.readouterr()
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(tmp_path / "no"),
+                "--openvino-calibration", str(trained / "train.jsonl")]) != 0
+    assert "--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path, capsys):
+    pytest.importorskip("openvino")
+    pytest.importorskip("nncf")
+    from globalpointer.cli import main as cli
+    from globalpointer.inference.pipeline import load
+
+    target = tmp_path / "ov"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+                "--openvino-calibration", str(trained / "train.jsonl"), "--verify", str(trained / "dev.jsonl")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in out]  # every line a row: NNCF's progress bars go to stderr
+    assert [(row["model"], row["backend"]) for row in rows] == [("float32", "onnxruntime"), ("int8", "onnxruntime"),
+                                                                 ("int8", "openvino")]
+    assert rows[2]["f1"] > 90 and abs(rows[2]["f1"] - rows[0]["f1"]) < 5
+    assert rows[2]["megabytes"] < 0.5 * rows[0]["megabytes"]
+    manifest = json.load(open(target / "export.json"))["files"]
+    assert {"model.int8.xml", "model.int8.bin", "model.int8.onnx"} <= set(manifest)
+    assert choose_backend("auto", str(target), precision="int8", has_openvino=True) == "openvino"
+    assert choose_backend("auto", str(target), precision="int8", has_openvino=False) == "onnxruntime"
+    with pytest.raises(ConfigError, match="OpenVINO is not installed"):
+        choose_backend("openvino", str(target), precision="int8", has_openvino=False)
+    with pytest.raises(ConfigError, match="runs on onnxruntime or openvino, not paddle-inference"):
+        choose_backend("paddle-inference", str(target), precision="int8")
+    ner = load(str(target), ["inference.precision=int8"])
+    assert ner.backend == "openvino"
+    assert any(e["text"] == "北京大学" for e in ner(TEXTS[0]))
 
 
 def test_the_config_offers_the_backends_of_the_table():
     from globalpointer.config import load_config
     from globalpointer.model.backends import BACKENDS
 
-    assert set(BACKENDS) == {"dynamic", "paddle-inference", "onnxruntime"}
+    assert set(BACKENDS) == {"dynamic", "paddle-inference", "onnxruntime", "openvino"}
     for name in BACKENDS:
         assert load_config(overrides=[f"inference.backend={name}"]).inference.backend == name
     with pytest.raises(ConfigError) as refused:

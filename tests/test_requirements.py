@@ -14,5 +14,20 @@ def test_gpu_requirements_follow_the_cpu_ones():
 
 
 def test_every_requirement_is_pinned():
-    for name in ("requirements.txt", "requirements-gpu.txt", "requirements-models.txt"):
+    for name in ("requirements.txt", "requirements-gpu.txt", "requirements-models.txt", "requirements-engines.txt",
+                 "requirements-openvino.txt"):
         assert all("==" in p for p in pins(name)), name
+
+
+def test_the_optional_pins_are_inside_the_package_extras():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        extras = tomllib.load(handle)["project"]["optional-dependencies"]
+    for name, extra in (("requirements-engines.txt", ("ray", "spark")), ("requirements-openvino.txt", ("openvino",))):
+        ranges = {req.name: req.specifier for group in extra for req in map(Requirement, extras[group])}
+        for pin in map(Requirement, pins(name)):
+            assert pin.name in ranges, (name, str(pin))
+            assert ranges[pin.name].contains(next(iter(pin.specifier)).version), (name, str(pin))

@@ -311,7 +311,7 @@ def create_app(ner, limits: ServeConfig):
     class Health(BaseModel):
         status: str = Field(description="ok while the service answers")
         model: str = Field(description="the model directory it serves")
-        backend: str = Field(description="dynamic, paddle-inference or onnxruntime")
+        backend: str = Field(description="dynamic, paddle-inference, onnxruntime or openvino")
         device: str
 
     class Labels(BaseModel):

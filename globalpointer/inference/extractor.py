@@ -1,10 +1,11 @@
 """Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
-from typing import Callable, Generator, List, Sequence
+from typing import Callable, Dict, Generator, List, Sequence
 
+import numpy as np
 import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
-from ..data.features import Featurizer, window_entities
+from ..data.features import Featurizer, Window, window_entities
 from ..model.decode import Threshold, select_flat
 from ..spans import Entity
 
@@ -46,10 +47,10 @@ class Extractor:
         windows = self.featurizer.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
-        batches = prediction_batches(lengths, batch_size or self.batch_size, self.pack_texts)
+        batches = self.passes(windows, batch_size)
         for done, members in enumerate(batches, 1):
             with paddle.no_grad():
-                inputs = collate_rows([[windows[i] for i in row] for row in members], self.featurizer.pad_id)
+                inputs = self.pass_inputs(windows, members)
                 if not getattr(self.model, "reads_arrays", False):  # an export's runtime reads numpy
                     inputs = model_inputs(inputs)
                 outputs = self.model(**inputs)
@@ -62,6 +63,15 @@ class Extractor:
         if self.flat:
             return [select_flat(found) for found in entities]
         return [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
+
+    def passes(self, windows: Sequence[Window], batch_size: int = 0) -> List[List[List[int]]]:
+        """The forward passes over ``windows``: each a list of rows, each row the indices of the windows
+        side by side in it."""
+        return prediction_batches([len(w.input_ids) for w in windows], batch_size or self.batch_size, self.pack_texts)
+
+    def pass_inputs(self, windows: Sequence[Window], rows: List[List[int]]) -> Dict[str, np.ndarray]:
+        """What the model reads in one pass (``collate_rows``), as numpy arrays."""
+        return collate_rows([[windows[i] for i in row] for row in rows], self.featurizer.pad_id)
 
 
 def run_steps(steps: Generator):

@@ -1,17 +1,19 @@
 """Where a model runs: its network in Paddle's dynamic graph (a checkpoint), or an export in Paddle
-Inference or ONNX Runtime, on the CPU or a GPU.
+Inference, ONNX Runtime or OpenVINO, on the CPU or a GPU.
 
 ``BACKENDS`` is the one table of them (name -> what it runs and how it is built); the config's
 choices come from it.  Every backend takes the network's call signature (input_ids,
 token_text, span_text -> logits) and has its head's ``decode``, so the Extractor does not
 know which one it drives.  ``choose_backend`` picks one for a model directory: ``auto`` takes ONNX
 Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/lab/PERFORMANCE.md), Paddle
-Inference for an export without it, and the dynamic graph for a checkpoint.  Nothing falls back
-silently: a backend or device that cannot be had is an error saying how to get it.
+Inference for an export without it, and the dynamic graph for a checkpoint; INT8 runs OpenVINO's
+``model.int8.xml`` where the export has one and OpenVINO is installed, else ``model.int8.onnx``.
+Nothing falls back silently: a backend or device that cannot be had is an error saying how to get it.
 """
 import importlib.util
 import json
 import os
+import threading
 from typing import Callable, Dict, List, NamedTuple
 
 import numpy as np
@@ -22,6 +24,7 @@ from .decode import decode_logit_array
 from .network import load_network
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
+OPENVINO_INT8 = "model.int8.xml"  # OpenVINO's IR; its weights are model.int8.bin beside it
 EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
 
 
@@ -46,6 +49,10 @@ def onnxruntime_available() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
+def openvino_available() -> bool:
+    return importlib.util.find_spec("openvino") is not None
+
+
 # ONNX Runtime 1.31 fuses bias + residual + LayerNorm after the int8 MatMuls into SkipLayerNormalization,
 # whose CPU kernel took longer than the three ops it replaces: INT8 2.46x -> 2.84x float32 without it
 # (docs/lab/PERFORMANCE.md, INT8: what was tried); float32 graphs are not fused that way and run the same
@@ -56,17 +63,25 @@ def onnx_file(precision: str) -> str:
     return ONNX_INT8 if precision == "int8" else ONNX
 
 
-def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32") -> str:
+def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32",
+                   has_openvino: bool = None) -> str:
     """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
     has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
+    has_openvino = openvino_available() if has_openvino is None else has_openvino
     export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
     if precision == "int8":
-        if requested not in ("auto", "onnxruntime"):
-            raise ConfigError(f"inference.precision=int8 runs on onnxruntime, not {requested}")
-        if not onnx:
+        openvino_int8 = os.path.isfile(os.path.join(directory, OPENVINO_INT8))
+        if requested == "auto":
+            requested = "openvino" if openvino_int8 and has_openvino else "onnxruntime"
+        if requested not in ("onnxruntime", "openvino"):
+            raise ConfigError(f"inference.precision=int8 runs on onnxruntime or openvino, not {requested}")
+        if requested == "openvino" and not openvino_int8:
+            raise ConfigError(f"inference.backend=openvino with inference.precision=int8: {directory} has no "
+                              f"{OPENVINO_INT8}; make it with globalpointer export ... --quantize int8 "
+                              f"--openvino-calibration TRAIN_FILE")
+        if requested == "onnxruntime" and not onnx:
             raise ConfigError(f"inference.precision=int8: {directory} has no {ONNX_INT8}; make it with "
                               f"globalpointer export ... --quantize int8")
-        requested = "onnxruntime"
     if requested == "auto":
         if onnx and has_onnxruntime:
             return "onnxruntime"
@@ -76,13 +91,18 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
                           f"globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx")
     if export and not BACKENDS[requested].runs_export:
         raise ConfigError(f"inference.backend={requested} needs a checkpoint directory; {directory} is an export "
-                          f"(use paddle-inference or onnxruntime, or point --model at RUN/best)")
-    if requested == "onnxruntime":
-        if not onnx:
-            raise ConfigError(f"inference.backend=onnxruntime: {directory} has no {ONNX}; export again with --onnx")
-        if not has_onnxruntime:
-            raise ConfigError("inference.backend=onnxruntime: onnxruntime is not installed (pip install onnxruntime, "
-                              "or onnxruntime-gpu for CUDA)")
+                          f"(use paddle-inference, onnxruntime or openvino, or point --model at RUN/best)")
+    if requested in ("onnxruntime", "openvino") and not onnx and precision != "int8":
+        raise ConfigError(f"inference.backend={requested}: {directory} has no {ONNX}; export again with --onnx")
+    if requested == "onnxruntime" and not has_onnxruntime:
+        raise ConfigError("inference.backend=onnxruntime: onnxruntime is not installed (pip install onnxruntime, "
+                          "or onnxruntime-gpu for CUDA)")
+    if requested == "openvino" and precision == "float16":
+        raise ConfigError("inference.precision=float16 runs on a GPU with paddle-inference; openvino runs float32 "
+                          "or int8")
+    if requested == "openvino" and not has_openvino:
+        raise ConfigError("inference.backend=openvino: OpenVINO is not installed (pip install 'globalpointer[openvino]', "
+                          "or pip install -r requirements-openvino.txt)")
     return requested
 
 
@@ -227,6 +247,35 @@ class OnnxModel(_ExportedModel):
         return self.session.run(None, dict(zip(self.input_names, self.feed(input_ids, token_text, span_text))))[0]
 
 
+class OpenVinoModel(_ExportedModel):
+    """An OpenVINO model on the CPU: ``model.int8.xml`` (INT8, quantized with calibration texts at
+    export) or ``model.onnx``.  The float32 parts run in float32 even where the CPU offers bfloat16."""
+
+    def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
+                 filename: str = OPENVINO_INT8):
+        import openvino
+
+        if device.startswith("gpu"):
+            raise ConfigError("inference.backend=openvino runs on the CPU; on a GPU use paddle-inference or "
+                              "onnxruntime")
+        try:
+            self.compiled = openvino.Core().compile_model(
+                os.path.join(directory, filename), "CPU",
+                {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"})
+        except Exception as error:  # OpenVINO raises RuntimeError for unreadable or broken files
+            raise CheckpointError(f"{directory}/{filename}: cannot load the model in OpenVINO ({error})") from None
+        self.input_names = [port.get_any_name() for port in self.compiled.inputs]
+        # a request per thread: a request is not safe across threads, and making one per pass cost 5% of INT8's time
+        self.requests = threading.local()
+        super().__init__(tril_mask, self.compiled.inputs[2].get_element_type() == openvino.Type.i64)
+
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
+        if not hasattr(self.requests, "request"):
+            self.requests.request = self.compiled.create_infer_request()
+        # infer() copies the outputs out of the request (share_outputs=False), so the next pass cannot change them
+        return self.requests.request.infer(dict(zip(self.input_names, self.feed(input_ids, token_text, span_text))))[0]
+
+
 class Settings(NamedTuple):
     """What building a backend needs besides the model directory."""
     model: object  # a run config's model section (head, head_size, rope, tril_mask, loss, dropout)
@@ -252,6 +301,11 @@ def _onnxruntime(directory: str, settings: Settings):
                      onnx_file(settings.precision))
 
 
+def _openvino(directory: str, settings: Settings):
+    return OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                         OPENVINO_INT8 if settings.precision == "int8" else ONNX)
+
+
 class Backend(NamedTuple):
     runs_export: bool  # an export directory (globalpointer export); otherwise a checkpoint
     build: Callable[[str, Settings], Callable]  # (directory, settings) -> a network with decode and packs_texts
@@ -261,4 +315,5 @@ BACKENDS: Dict[str, Backend] = {
     "dynamic": Backend(False, _dynamic),
     "paddle-inference": Backend(True, _paddle_inference),
     "onnxruntime": Backend(True, _onnxruntime),
+    "openvino": Backend(True, _openvino),
 }
