@@ -143,7 +143,7 @@ def test_tagger_heads_are_not_exported(tmp_path):
         export_checkpoint(str(tmp_path / "run" / "best"), str(tmp_path / "export"))
 
 
-def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys):
+def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys, monkeypatch):
     pytest.importorskip("onnxruntime")
     import onnx
 
@@ -172,6 +172,18 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(tmp_path / "no"),
                 "--openvino-calibration", str(trained / "train.jsonl")]) != 0
     assert "--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    with pytest.raises(UserError, match="--openvino-calibration .*missing.jsonl: no such file"):
+        export_checkpoint(str(trained / "run" / "best"), str(tmp_path / "no"), quantize="int8",
+                          openvino_calibration=str(tmp_path / "missing.jsonl"))
+    assert not (tmp_path / "no").exists()
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nncf" else find_spec(name, *a))
+    with pytest.raises(UserError, match=r"needs OpenVINO and NNCF: pip install 'globalpointer\[openvino\]'"):
+        export_checkpoint(str(trained / "run" / "best"), str(tmp_path / "no"), quantize="int8",
+                          openvino_calibration=str(trained / "train.jsonl"))
     assert not (tmp_path / "no").exists()
 
 

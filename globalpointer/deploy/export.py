@@ -9,6 +9,7 @@ The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch a
 the tagger baselines decode with Python code (Viterbi) that no static graph carries.
 """
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -37,6 +38,8 @@ INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor 
 # OpenVINO INT8 measures its activations' ranges on this many texts of --openvino-calibration: 120
 # CLUENER training texts gave dev F1 78.53 against float32's 78.50 (docs/lab/PERFORMANCE.md)
 OPENVINO_CALIBRATION_TEXTS = 256
+OPENVINO_MISSING = ("--openvino-calibration needs OpenVINO and NNCF: pip install 'globalpointer[openvino]' (or pip "
+                    "install -r requirements-openvino.txt)")
 # token_text and span_text number the texts of a row (masks.py); exports of earlier versions
 # took a bool span_text and one text per row, and still run that way (backends: the program's input type)
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_text"),
@@ -90,6 +93,10 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     if openvino_calibration and contains(output, openvino_calibration):
         raise UserError(f"--openvino-calibration {openvino_calibration} is inside --output {output}, which the "
                         f"export replaces; keep the texts outside it")
+    if openvino_calibration and not os.path.isfile(openvino_calibration):
+        raise UserError(f"--openvino-calibration {openvino_calibration}: no such file")
+    if openvino_calibration and not all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
+        raise UserError(OPENVINO_MISSING)  # before the export's other steps, not after them
     output = os.path.normpath(output)
     check_export_target(output, checkpoint, requested)
     loaded = load_checkpoint(checkpoint)
@@ -192,15 +199,14 @@ def quantize_openvino(directory: str, calibration: str) -> str:
     """``model.onnx`` -> OpenVINO's ``model.int8.xml`` + ``.bin``: NNCF's post-training quantization
     for transformers (SmoothQuant, int8 weights per channel, activations' ranges measured once on the
     forward passes of the first OPENVINO_CALIBRATION_TEXTS texts of ``calibration``, as prediction
-    batches them).  On 2 AMD EPYC cores it ran 1.18x as fast as ``model.int8.onnx``, with the dev F1
-    of float32 (docs/performance.md)."""
+    batches them).  On 2 AMD EPYC cores it ran 1.11-1.18x as fast as ``model.int8.onnx``, with the
+    dev F1 of float32 (docs/performance.md)."""
     os.environ.setdefault("NNCF_CI", "1")  # else NNCF sends usage events to Google Analytics on import
     try:
         import nncf
         import openvino
     except ImportError:
-        raise UserError("--openvino-calibration needs OpenVINO and NNCF: pip install 'globalpointer[openvino]' "
-                        "(or pip install -r requirements-openvino.txt)") from None
+        raise UserError(OPENVINO_MISSING) from None
     from ..corpus import load_records
     from ..inference.pipeline import load
 
