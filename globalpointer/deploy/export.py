@@ -26,7 +26,8 @@ from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoin
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
-from ..model.backends import EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, is_export, onnx_file
+from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, OPENVINO_INT8_WEIGHTS, PARAMS, PROGRAM,
+                              is_export, onnx_file)
 from ..model.heads import check_span_head
 
 log = logging.getLogger("globalpointer")
@@ -35,8 +36,8 @@ log = logging.getLogger("globalpointer")
 # projection is a Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
 INT8_OPS = ("MatMul", "Attention", "Gather")
 INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/lab/PERFORMANCE.md)
-# OpenVINO INT8 measures its activations' ranges on this many texts of --openvino-calibration: 120
-# CLUENER training texts gave dev F1 78.53 against float32's 78.50 (docs/lab/PERFORMANCE.md)
+# OpenVINO INT8 measures its activations' ranges on this many texts of --openvino-calibration: 256
+# CLUENER training texts gave dev F1 78.54 against float32's 78.50, 120 gave 78.53 (docs/performance.md)
 OPENVINO_CALIBRATION_TEXTS = 256
 OPENVINO_MISSING = ("--openvino-calibration needs OpenVINO and NNCF: pip install 'globalpointer[openvino]' (or pip "
                     "install -r requirements-openvino.txt)")
@@ -243,7 +244,7 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
         ner = load(directory, [f"inference.precision={precision}", f"inference.backend={backend}"])
         ner.extractor.extract(["北京大学的张三在上海", "Alice met Bob in Paris"] * 4)  # warm-up: a session's first run allocates
         records, found, report, seconds = evaluate_file(ner, data_path)
-        files = [onnx_file(precision)] if backend == "onnxruntime" else [OPENVINO_INT8, OPENVINO_INT8[:-4] + ".bin"]
+        files = [onnx_file(precision)] if backend == "onnxruntime" else [OPENVINO_INT8, OPENVINO_INT8_WEIGHTS]
         row = {"model": precision, "backend": backend, "f1": round(100 * report["micro"]["f1"], 2),
                "texts_per_second": round(len(records) / seconds, 1),
                "megabytes": round(sum(os.path.getsize(os.path.join(directory, name)) for name in files) / 1e6, 1)}

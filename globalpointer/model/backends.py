@@ -24,7 +24,7 @@ from .decode import decode_logit_array
 from .network import load_network
 
 PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
-OPENVINO_INT8 = "model.int8.xml"  # OpenVINO's IR; its weights are model.int8.bin beside it
+OPENVINO_INT8, OPENVINO_INT8_WEIGHTS = "model.int8.xml", "model.int8.bin"  # OpenVINO's IR: graph, weights
 EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
 
 
