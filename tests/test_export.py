@@ -177,6 +177,13 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
         export_checkpoint(str(trained / "run" / "best"), str(tmp_path / "no"), quantize="int8",
                           openvino_calibration=str(tmp_path / "missing.jsonl"))
     assert not (tmp_path / "no").exists()
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    (inside / "train.jsonl").write_bytes((trained / "train.jsonl").read_bytes())
+    with pytest.raises(UserError, match="is inside --output .*keep the texts outside it"):
+        export_checkpoint(str(trained / "run" / "best"), str(inside), quantize="int8",
+                          openvino_calibration=str(inside / "train.jsonl"))
+    assert os.listdir(inside) == ["train.jsonl"]  # the input the export would have replaced is untouched
     import importlib.util
 
     find_spec = importlib.util.find_spec
