@@ -56,6 +56,8 @@ def test_openvino_equals_dynamic_graph(trained, exported):
 
     model, inputs = batch_of_windows(trained, TEXTS)
     _, others = batch_of_windows(trained, ["上海的李四", "深圳"])
+    with pytest.raises(ConfigError, match="openvino runs on the CPU; on a GPU use paddle-inference or onnxruntime"):
+        OpenVinoModel(str(exported), tril_mask=True, device="gpu:0", filename="model.onnx")
     openvino = OpenVinoModel(str(exported), tril_mask=True, filename="model.onnx")
     first = openvino(**inputs)
     kept = first.copy()
