@@ -13,7 +13,6 @@ of the limit at 3x the forward FLOPs.  The host (CPU model, SIMD flags, MKL path
 compare numbers within one run only.  ``GLOBALPOINTER_MKL_DISPATCH=0`` runs it with MKL's own choice.
 """
 import argparse
-import importlib.util
 import os
 import statistics
 import time
@@ -24,8 +23,8 @@ import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 import globalpointer
-from globalpointer.deploy.export import int8_engines
 from globalpointer.inference.extractor import Extractor
+from globalpointer.model.backends import int8_engines, openvino_available
 from globalpointer.training.step import build_optimizer
 from peer import Peer
 
@@ -95,11 +94,12 @@ def main():
                                                               window_batch_size=args.batch_size).extractor
     extractors["ours, ONNX Runtime float32"] = globalpointer.load(args.export, backend="onnxruntime",
                                                                   window_batch_size=args.batch_size).extractor
-    if importlib.util.find_spec("openvino"):
+    if openvino_available():
         extractors["ours, OpenVINO float32"] = globalpointer.load(args.export, backend="openvino",
                                                                   window_batch_size=args.batch_size).extractor
-    for backend, name in (("onnxruntime", "ONNX Runtime"), ("openvino", "OpenVINO")):
-        if backend in int8_engines(args.export) and (backend != "openvino" or importlib.util.find_spec("openvino")):
+    for backend in int8_engines(args.export):
+        if backend == "onnxruntime" or openvino_available():
+            name = "ONNX Runtime" if backend == "onnxruntime" else "OpenVINO"
             extractors[f"ours, {name} INT8"] = globalpointer.load(args.export, backend=backend,
                                                                   inference__precision="int8",
                                                                   window_batch_size=args.batch_size).extractor

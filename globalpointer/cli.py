@@ -269,8 +269,9 @@ def _export(argv, prog) -> int:
                              "--set inference.precision=int8")
     parser.add_argument("--openvino-calibration", metavar="TRAIN_FILE", default="",
                         help="with --quantize int8: also write OpenVINO's model.int8.xml, its activations' ranges "
-                             f"measured on the first {OPENVINO_CALIBRATION_TEXTS} texts of this file (training data; any format the readers "
-                             "take); faster than model.int8.onnx, and run instead of it where OpenVINO is installed")
+                             f"measured on the first {OPENVINO_CALIBRATION_TEXTS} texts of this file (training data; "
+                             "any format the readers take); faster than model.int8.onnx, and run instead of it where "
+                             "OpenVINO is installed")
     parser.add_argument("--verify", metavar="DEV_FILE", help="with --quantize int8: dev F1, identical texts and "
                                                              "texts/s of float32 and each int8 model on this labelled "
                                                              "file")

@@ -4,7 +4,8 @@
 
 The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch and length dynamic),
 ``model.onnx`` with ``--onnx``, ``model.int8.onnx`` with ``--quantize int8`` (and OpenVINO's
-``model.int8.xml`` + ``.bin`` with ``--openvino-calibration``), and the checkpoint's config, labels and tokenizer files, so that
+``model.int8.xml`` + ``.bin`` with ``--openvino-calibration``), and the checkpoint's config, labels
+and tokenizer files, so that
 ``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.  Span heads only:
 the tagger baselines decode with Python code (Viterbi) that no static graph carries.
 """
@@ -26,8 +27,8 @@ from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoin
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
-from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, OPENVINO_INT8_WEIGHTS, PARAMS, PROGRAM,
-                              is_export, onnx_file)
+from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_engines, is_export,
+                              model_files, openvino_available)
 from ..model.heads import check_span_head
 
 log = logging.getLogger("globalpointer")
@@ -96,7 +97,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
                         f"export replaces; keep the texts outside it")
     if openvino_calibration and not os.path.isfile(openvino_calibration):
         raise UserError(f"--openvino-calibration {openvino_calibration}: no such file")
-    if openvino_calibration and not all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
+    if openvino_calibration and not (openvino_available() and importlib.util.find_spec("nncf")):
         raise UserError(OPENVINO_MISSING)  # before the export's other steps, not after them
     output = os.path.normpath(output)
     check_export_target(output, checkpoint, requested)
@@ -227,31 +228,24 @@ def quantize_openvino(directory: str, calibration: str) -> str:
     return target
 
 
-def int8_engines(directory: str) -> List[str]:
-    """The backends that run an INT8 model of the export ``directory``, ONNX Runtime's first."""
-    return [backend for backend, name in (("onnxruntime", ONNX_INT8), ("openvino", OPENVINO_INT8))
-            if os.path.isfile(os.path.join(directory, name))]
-
-
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` (ONNX Runtime) and each INT8 model of the
     export (``model.int8.onnx`` on ONNX Runtime, ``model.int8.xml`` on OpenVINO) on one labelled file."""
     from ..evaluation.evaluate import evaluate_file
     from ..inference.pipeline import load
 
-    rows, float32 = [], None
-    for precision, backend in [("float32", "onnxruntime")] + [("int8", engine) for engine in int8_engines(directory)]:
+    def run(precision: str, backend: str):
         ner = load(directory, [f"inference.precision={precision}", f"inference.backend={backend}"])
         ner.extractor.extract(["北京大学的张三在上海", "Alice met Bob in Paris"] * 4)  # warm-up: a session's first run allocates
         records, found, report, seconds = evaluate_file(ner, data_path)
-        files = [onnx_file(precision)] if backend == "onnxruntime" else [OPENVINO_INT8, OPENVINO_INT8_WEIGHTS]
-        row = {"model": precision, "backend": backend, "f1": round(100 * report["micro"]["f1"], 2),
-               "texts_per_second": round(len(records) / seconds, 1),
-               "megabytes": round(sum(os.path.getsize(os.path.join(directory, name)) for name in files) / 1e6, 1)}
-        if float32 is None:
-            float32 = found
-        else:
-            same = sum([e.key for e in a] == [e.key for e in b] for a, b in zip(float32, found))
-            row["texts_with_identical_entities"] = f"{same} of {len(found)}"
-        rows.append(row)
+        size = sum(os.path.getsize(os.path.join(directory, name)) for name in model_files(backend, precision))
+        return {"model": precision, "backend": backend, "f1": round(100 * report["micro"]["f1"], 2),
+                "texts_per_second": round(len(records) / seconds, 1), "megabytes": round(size / 1e6, 1)}, found
+
+    row, float32 = run("float32", "onnxruntime")
+    rows = [row]
+    for engine in int8_engines(directory):
+        row, found = run("int8", engine)
+        same = sum([e.key for e in a] == [e.key for e in b] for a, b in zip(float32, found))
+        rows.append({**row, "texts_with_identical_entities": f"{same} of {len(found)}"})
     return rows

@@ -59,8 +59,18 @@ def openvino_available() -> bool:
 ONNX_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 
-def onnx_file(precision: str) -> str:
-    return ONNX_INT8 if precision == "int8" else ONNX
+def model_files(backend: str, precision: str) -> List[str]:
+    """The files of an export that ``backend`` (onnxruntime or openvino) reads at ``precision``, its
+    graph first: OpenVINO reads ``model.onnx`` in float32 and its own IR in INT8."""
+    if backend == "openvino" and precision == "int8":
+        return [OPENVINO_INT8, OPENVINO_INT8_WEIGHTS]
+    return [ONNX_INT8 if precision == "int8" else ONNX]
+
+
+def int8_engines(directory: str) -> List[str]:
+    """The backends that have an INT8 model in the export ``directory``, ONNX Runtime's first."""
+    return [backend for backend in ("onnxruntime", "openvino")
+            if os.path.isfile(os.path.join(directory, model_files(backend, "int8")[0]))]
 
 
 def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32",
@@ -68,9 +78,10 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
     """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
     has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
     has_openvino = openvino_available() if has_openvino is None else has_openvino
-    export, onnx = is_export(directory), os.path.isfile(os.path.join(directory, onnx_file(precision)))
+    export = is_export(directory)
+    onnx = os.path.isfile(os.path.join(directory, model_files("onnxruntime", precision)[0]))
     if precision == "int8":
-        openvino_int8 = os.path.isfile(os.path.join(directory, OPENVINO_INT8))
+        openvino_int8 = "openvino" in int8_engines(directory)
         if requested == "auto":
             requested = "openvino" if openvino_int8 and has_openvino else "onnxruntime"
         if requested not in ("onnxruntime", "openvino"):
@@ -101,8 +112,8 @@ def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None,
         raise ConfigError("inference.precision=float16 runs on a GPU with paddle-inference; openvino runs float32 "
                           "or int8")
     if requested == "openvino" and not has_openvino:
-        raise ConfigError("inference.backend=openvino: OpenVINO is not installed (pip install 'globalpointer[openvino]', "
-                          "or pip install -r requirements-openvino.txt)")
+        raise ConfigError("inference.backend=openvino: OpenVINO is not installed (pip install "
+                          "'globalpointer[openvino]', or pip install -r requirements-openvino.txt)")
     return requested
 
 
@@ -298,12 +309,12 @@ def _paddle_inference(directory: str, settings: Settings):
 
 def _onnxruntime(directory: str, settings: Settings):
     return OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                     onnx_file(settings.precision))
+                     model_files("onnxruntime", settings.precision)[0])
 
 
 def _openvino(directory: str, settings: Settings):
     return OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                         OPENVINO_INT8 if settings.precision == "int8" else ONNX)
+                         model_files("openvino", settings.precision)[0])
 
 
 class Backend(NamedTuple):
