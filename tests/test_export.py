@@ -196,7 +196,7 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert not (tmp_path / "no").exists()
 
 
-def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path, capsys):
+def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path, capfd):
     pytest.importorskip("openvino")
     pytest.importorskip("nncf")
     from globalpointer.cli import main as cli
@@ -205,8 +205,8 @@ def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path,
     target = tmp_path / "ov"
     assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
                 "--openvino-calibration", str(trained / "train.jsonl"), "--verify", str(trained / "dev.jsonl")]) == 0
-    out = capsys.readouterr().out.splitlines()
-    rows = [json.loads(line) for line in out]  # every line a row: NNCF's progress bars go to stderr
+    out = capfd.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in out]  # every line a row: paddle2onnx's and NNCF's output goes to stderr
     assert [(row["model"], row["backend"]) for row in rows] == [("float32", "onnxruntime"), ("int8", "onnxruntime"),
                                                                  ("int8", "openvino")]
     assert rows[2]["f1"] > 90 and abs(rows[2]["f1"] - rows[0]["f1"]) < 5

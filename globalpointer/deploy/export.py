@@ -10,6 +10,7 @@ and tokenizer files, so that
 the tagger baselines decode with Python code (Viterbi) that no static graph carries.
 """
 import contextlib
+import ctypes
 import importlib.util
 import json
 import logging
@@ -18,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import paddle
 from paddle.static import InputSpec
@@ -154,6 +155,22 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
              "inference.compile_from)", checkpoint, time.perf_counter() - start, target, lines)
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """What a library prints to standard output, from Python or from C++ (paddle2onnx), goes to standard
+    error: the command's standard output is its result (``--verify``'s rows)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # C's buffered writes, before standard output is given back
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def export_onnx(directory: str, opset: int = 17) -> str:
     try:
         import paddle2onnx
@@ -161,7 +178,7 @@ def export_onnx(directory: str, opset: int = 17) -> str:
         raise UserError("ONNX export needs paddle2onnx: pip install paddle2onnx") from None
     target = os.path.join(directory, ONNX)
     # optimize_tool=None: the default (polygraphy) tries to pip-install helpers at export time.
-    with contextlib.redirect_stdout(sys.stderr):  # its progress lines: stdout is the command's output
+    with stdout_to_stderr():  # its progress lines
         paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
                            opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
     return target
@@ -219,7 +236,7 @@ def quantize_openvino(directory: str, calibration: str) -> str:
     windows = extractor.featurizer.text_windows(texts)
     feeds = [extractor.pass_inputs(windows, rows) for rows in extractor.passes(windows)]
     nncf.set_log_level(logging.ERROR)
-    with contextlib.redirect_stdout(sys.stderr):  # its progress bars, as export_onnx's lines
+    with stdout_to_stderr():  # its progress bars
         model = nncf.quantize(openvino.Core().read_model(os.path.join(directory, ONNX)), nncf.Dataset(feeds),
                               model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
     target = os.path.join(directory, OPENVINO_INT8)
