@@ -5,17 +5,21 @@ user wrote it, with every default), what training resolved from it and the data 
 and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's architecture and
 tokenizer files, so that evaluation and prediction need nothing but the directory.
 """
+import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
 from typing import List, NamedTuple, Optional, Tuple
 
 from .config import RunConfig, dump_config, load_config
-from .errors import CheckpointError, ConfigError
-from .files import FORMAT_VERSION, check_format_version, partial_directory, previous_versions, swap_in_directory
+from .errors import CheckpointError, ConfigError, UserError
+from .files import (FORMAT_VERSION, cache_directory, check_format_version, partial_directory, previous_versions,
+                    swap_in_directory)
+from .model.backends import EXPORT_INFO, check_export_format, is_export
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.network import WEIGHTS, SpanNetwork, load_network
 from .model.weights import save_state
@@ -23,6 +27,8 @@ from .model.weights import save_state
 CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, checked against vocab.txt
 METADATA_FILES = ("config.yaml", "labels.json", CHECKPOINT_INFO, "config.json", "vocab.txt")
 THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
+
+log = logging.getLogger("globalpointer")
 
 
 class TrainedFor(NamedTuple):
@@ -167,9 +173,9 @@ def _read_info(directory: str) -> dict:
     return info
 
 
-CACHE_ENV = "GLOBALPOINTER_CACHE"  # where compiled programs of checkpoints are kept (default ~/.cache/globalpointer)
 # keys of model: that decide how outputs are decoded, not what the network computes
 DECODING_KEYS = ("decode", "min_score", "calibrated_thresholds")
+COMPILED_FROM = "compiled_from"  # export.json of a compiled program: the digest of the checkpoint it came from
 
 
 def network_settings(config: RunConfig) -> dict:
@@ -177,11 +183,11 @@ def network_settings(config: RunConfig) -> dict:
     return {key: value for key, value in dataclasses.asdict(config.model).items() if key not in DECODING_KEYS}
 
 
-def compiled_cache_directory(directory: str, config: RunConfig) -> str:
-    """Where the Paddle Inference program compiled from the checkpoint ``directory`` is kept: a
-    folder named by the checkpoint's content (weights and metadata files), the network's settings and
-    Paddle's version, so a checkpoint that changed never runs an old program."""
-    from importlib.metadata import version
+def checkpoint_digest(directory: str, config: RunConfig) -> str:
+    """What the network of the checkpoint ``directory`` computes, as a hash: its weights and metadata
+    files, the network's settings, Paddle's version (from the module: the CPU and GPU builds install
+    under different package names) and the directory format."""
+    import paddle
 
     digest = hashlib.sha256()
     for name in (WEIGHTS,) + METADATA_FILES:
@@ -189,10 +195,81 @@ def compiled_cache_directory(directory: str, config: RunConfig) -> str:
         with open(os.path.join(directory, name), "rb") as handle:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
-    digest.update(json.dumps([network_settings(config), version("paddlepaddle"), FORMAT_VERSION],
-                             sort_keys=True).encode())
-    root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "globalpointer")
-    return os.path.join(root, "compiled", digest.hexdigest()[:32])
+    digest.update(json.dumps([network_settings(config), paddle.__version__, FORMAT_VERSION], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+class CompiledProgram(NamedTuple):
+    """Where the Paddle Inference program compiled from a checkpoint is kept, and the checkpoint's digest
+    that the program's export.json must record before it runs."""
+    directory: str
+    digest: str
+
+
+def compiled_program(directory: str, config: RunConfig) -> Optional[CompiledProgram]:
+    """The cache entry of the checkpoint ``directory`` (named by its digest), or None with a warning
+    when the cache cannot be used (compiling is an optimisation: the checkpoint runs without it)."""
+    try:
+        root = cache_directory("compiled")
+    except UserError as error:
+        log.warning("compiled programs are not cached: %s", error)
+        return None
+    digest = checkpoint_digest(directory, config)
+    return CompiledProgram(os.path.join(root, digest[:32]), digest)
+
+
+def verified_program(entry: CompiledProgram) -> Optional[str]:
+    """The entry's directory if it holds a program compiled from the checkpoint of ``entry.digest``,
+    with every file it recorded at its recorded size; otherwise None, and an entry that is there but
+    foreign or damaged is removed with a warning (it is rebuilt on the next compile)."""
+    if not os.path.lexists(entry.directory):
+        return None
+    info_path = os.path.join(entry.directory, EXPORT_INFO)
+    problem = None
+    try:
+        with open(info_path, encoding="utf-8") as handle:
+            info = json.load(handle)
+        sizes = info["sizes"]
+        if info.get(COMPILED_FROM) != entry.digest:
+            problem = "it was compiled from another checkpoint"
+        else:
+            damaged = [name for name, size in sizes.items()
+                       if os.path.getsize(os.path.join(entry.directory, name)) != size]
+            problem = f"{', '.join(damaged)} changed since it was written" if damaged else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        problem = f"its {EXPORT_INFO} cannot be read ({error.__class__.__name__})"
+    if problem is None:
+        return entry.directory
+    drop_compiled(entry.directory, problem)
+    return None
+
+
+def drop_compiled(directory: str, why: str) -> None:
+    """A cache entry that cannot be trusted or run is removed (or left, when it cannot be), never run."""
+    log.warning("%s: compiled program not used (%s); the checkpoint runs without it", directory, why)
+    if os.path.islink(directory) or not os.path.isdir(directory):
+        with contextlib.suppress(OSError):
+            os.remove(directory)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class ModelDirectory(NamedTuple):
+    """A model directory resolved once: its path (a checkpoint's, or the copy a kill between the two
+    renames of a save left), whether it is an export, its files and format version checked."""
+    path: str
+    export: bool
+
+
+def resolve_model(model: str) -> ModelDirectory:
+    """``model`` (a checkpoint or an export directory) resolved and checked: files present, format
+    version one this code reads."""
+    if is_export(model):
+        check_export_format(model)
+        return ModelDirectory(model, True)
+    directory = resolve_checkpoint(model)
+    check_checkpoint_files(directory)
+    return ModelDirectory(directory, False)
 
 
 def check_checkpoint_files(directory: str) -> None:

@@ -165,6 +165,21 @@ def previous_versions(directory: str) -> list:
     return sorted(found, key=os.path.getmtime, reverse=True)
 
 
+# ---- the cache: encoders converted once, programs compiled from checkpoints ---------------------
+
+CACHE_ENV = "GLOBALPOINTER_CACHE"  # the cache's folder (default ~/.cache/globalpointer), read at each call
+
+
+def cache_directory(*parts: str) -> str:
+    """``$GLOBALPOINTER_CACHE/PARTS`` (default ``~/.cache/globalpointer/PARTS``); a cache variable that
+    names something other than a folder is a UserError saying so."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "globalpointer")
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise UserError(f"${CACHE_ENV} is {root}, which is not a folder: point it at a folder (or unset it for "
+                        f"~/.cache/globalpointer)")
+    return os.path.join(root, *parts)
+
+
 # ---- model directories: their format, and manifests (a directory the project may replace lists
 # every file in it) ------------------------------------------------------------------------------
 

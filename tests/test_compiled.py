@@ -64,3 +64,94 @@ def test_the_compiled_program_is_built_once_reused_and_never_stale(trained, tmp_
     predict(changed, source, tmp_path / "changed.out")
     assert len(os.listdir(tmp_path / "cache" / "compiled")) == 2 and compiled in os.listdir(tmp_path / "cache" /
                                                                                             "compiled")
+
+
+def changed_copy(best, target):
+    """A copy of the checkpoint ``best`` whose head computes something else."""
+    from globalpointer.model.weights import read_state, save_state
+
+    shutil.copytree(best, target)
+    state = read_state(str(target / "model.safetensors"))
+    name = next(key for key in state if key.startswith("head"))
+    state[name] = state[name] * 1.5
+    save_state(state, str(target / "model.safetensors"))
+    return target
+
+
+def test_a_cache_entry_runs_only_for_the_checkpoint_it_was_compiled_from(trained, tmp_path, monkeypatch, caplog):
+    """RELIABILITY: compiled cache trusted by its name (attack 4, cases 11-12)."""
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    best = trained / "run" / "best"
+    other = changed_copy(best, tmp_path / "other")
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(open(trained / "dev.jsonl", encoding="utf-8").readlines()[:20]), encoding="utf-8")
+    dynamic = predict(best, source, tmp_path / "dynamic.out", "--backend", "dynamic")
+    predict(other, source, tmp_path / "other.out")
+    (foreign,) = os.listdir(tmp_path / "cache" / "compiled")
+    predict(best, source, tmp_path / "first.out")
+    ours = next(name for name in os.listdir(tmp_path / "cache" / "compiled") if name != foreign)
+
+    # another model's program copied under this checkpoint's name is dropped, not run
+    shutil.rmtree(tmp_path / "cache" / "compiled" / ours)
+    shutil.copytree(tmp_path / "cache" / "compiled" / foreign, tmp_path / "cache" / "compiled" / ours)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        ner = globalpointer.load(str(best))
+    assert ner.backend == "dynamic" and "compiled from another checkpoint" in caplog.text
+    assert not os.path.exists(tmp_path / "cache" / "compiled" / ours)
+    assert spans(predict(best, source, tmp_path / "again.out")) == spans(dynamic)  # and compiled anew
+    assert globalpointer.load(str(best)).backend == "paddle-inference"
+
+    # a truncated file: dropped with a warning, the checkpoint predicts, the next long input recompiles
+    params = tmp_path / "cache" / "compiled" / ours / "inference.pdiparams"
+    params.write_bytes(params.read_bytes()[:100])
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert globalpointer.load(str(best)).backend == "dynamic"
+    assert "inference.pdiparams changed since it was written" in caplog.text
+    assert spans(predict(best, source, tmp_path / "third.out")) == spans(dynamic)
+    assert globalpointer.load(str(best)).backend == "paddle-inference"
+
+    # a program that the size check passes but Paddle cannot load: dropped, the checkpoint runs
+    program = tmp_path / "cache" / "compiled" / ours / "inference.json"
+    program.write_bytes(b"x" * program.stat().st_size)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert globalpointer.load(str(best)).backend == "dynamic"
+    assert "does not load" in caplog.text and not os.path.exists(tmp_path / "cache" / "compiled" / ours)
+
+
+def test_a_cache_that_cannot_be_written_skips_compiling(trained, tmp_path, monkeypatch, caplog):
+    best = trained / "run" / "best"
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(open(trained / "dev.jsonl", encoding="utf-8").readlines()[:20]), encoding="utf-8")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    dynamic = predict(best, source, tmp_path / "dynamic.out", "--backend", "dynamic")
+    for cache, message in ((blocker, "which is not a folder"), (blocker / "below", "cache cannot be written")):
+        monkeypatch.setenv("GLOBALPOINTER_CACHE", str(cache))
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert spans(predict(best, source, tmp_path / "out.jsonl")) == spans(dynamic)
+        assert message in caplog.text and "compiled into" not in caplog.text
+    assert blocker.read_text() == "not a folder"
+
+
+def test_the_cache_key_reads_paddles_version_from_the_module_not_a_package_name(trained, monkeypatch):
+    """The GPU builds install as paddlepaddle-gpu: no package named paddlepaddle is there."""
+    import importlib.metadata
+
+    from globalpointer.checkpoint import checkpoint_digest
+    from globalpointer.config import load_config
+
+    real = importlib.metadata.version
+
+    def gpu_build(name):
+        if name == "paddlepaddle":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", gpu_build)
+    best = trained / "run" / "best"
+    digest = checkpoint_digest(str(best), load_config(str(best / "config.yaml")))
+    assert len(digest) == 64

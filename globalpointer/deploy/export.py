@@ -24,13 +24,14 @@ from typing import Iterator, List, Optional
 import paddle
 from paddle.static import InputSpec
 
-from ..checkpoint import THRESHOLDS, WEIGHTS, load_checkpoint, resolve_checkpoint
+from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
-from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_engines, is_export,
+from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_engines,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
+from ..runtime import launch_position
 
 log = logging.getLogger("globalpointer")
 
@@ -87,10 +88,12 @@ def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
 
 
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17,
-                      quantize: str = "none", requested: str = "", openvino_calibration: str = "") -> List[str]:
+                      quantize: str = "none", requested: str = "", openvino_calibration: str = "",
+                      compiled_from: str = "") -> List[str]:
     """``requested``: the --model path as given, when ``checkpoint`` is what it resolved to.
     ``openvino_calibration``: with ``quantize="int8"``, a file whose texts OpenVINO's INT8 model is
-    calibrated on (``quantize_openvino``)."""
+    calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
+    compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs)."""
     if openvino_calibration and quantize != "int8":
         raise UserError("--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8")
     if openvino_calibration and contains(output, openvino_calibration):
@@ -117,9 +120,10 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         if openvino_calibration:
             quantize_openvino(partial, openvino_calibration)
         files = sorted(os.listdir(partial))
+        info = {"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts, MANIFEST_KEY: files,
+                "sizes": {name: os.path.getsize(os.path.join(partial, name)) for name in files}}
         with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts,
-                       MANIFEST_KEY: files}, out, indent=1)
+            json.dump({**info, COMPILED_FROM: compiled_from} if compiled_from else info, out, indent=1)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -131,28 +135,34 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
     """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint: from
     ``inference.compile_from`` lines on (where the build's few seconds are repaid), compile the
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
-    process of a data-parallel launch does not build (they would race); a cached program it uses."""
-    from ..checkpoint import compiled_cache_directory, network_settings
+    process of a data-parallel launch does not build (they would race); a cached program it uses.
+    A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
+    from ..checkpoint import compiled_program, network_settings, resolve_model, verified_program
     from ..config import load_config
-    from ..runtime import launch_position
 
-    if is_export(model) or launch_position()[1] > 1:
+    resolved = resolve_model(model)
+    if resolved.export or launch_position()[1] > 1:
         return
-    checkpoint = resolve_checkpoint(model)
+    checkpoint = resolved.path
     own_config = load_config(os.path.join(checkpoint, "config.yaml"))  # what the program computes
     config = load_config(os.path.join(checkpoint, "config.yaml"),
                          list(overrides) + ([f"inference.backend={backend}"] if backend else []))
     if config.inference.backend != "auto" or not config.inference.compile_from \
             or lines < config.inference.compile_from or network_settings(config) != network_settings(own_config):
         return
-    target = compiled_cache_directory(checkpoint, own_config)
-    if is_export(target):
+    entry = compiled_program(checkpoint, own_config)
+    if entry is None or verified_program(entry):
         return
     start = time.perf_counter()
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    export_checkpoint(checkpoint, target)
+    try:
+        os.makedirs(os.path.dirname(entry.directory), exist_ok=True)
+        export_checkpoint(checkpoint, entry.directory, compiled_from=entry.digest)
+    except (OSError, UserError) as error:
+        log.warning("%s: not compiled, the cache cannot be written (%s); predicting with the checkpoint itself",
+                    checkpoint, error)
+        return
     log.info("%s: compiled into a Paddle Inference program in %.1f s, cached in %s (%d input lines >= "
-             "inference.compile_from)", checkpoint, time.perf_counter() - start, target, lines)
+             "inference.compile_from)", checkpoint, time.perf_counter() - start, entry.directory, lines)
 
 
 @contextlib.contextmanager

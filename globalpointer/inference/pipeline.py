@@ -106,18 +106,12 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
-    """(directory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from ..checkpoint import check_checkpoint_files, load_metadata, resolve_checkpoint
-    from ..model.backends import check_export_format, is_export
+    """(ModelDirectory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
+    from ..checkpoint import load_metadata, resolve_model
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
-    if is_export(model):
-        directory = model
-        check_export_format(directory)
-    else:
-        directory = resolve_checkpoint(model)
-        check_checkpoint_files(directory)
-    return (directory, *load_metadata(directory, settings))
+    resolved = resolve_model(model)
+    return (resolved, *load_metadata(resolved.path, settings))
 
 
 def inference_config(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
@@ -126,9 +120,33 @@ def inference_config(model: str, overrides: Optional[Sequence[str]] = None, back
     backend), without building the model: what a process that starts others needs to know."""
     from ..model.backends import choose_backend
 
-    directory, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
-    choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+    resolved, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
+    choose_backend(config.inference.backend, resolved.path, precision=config.inference.precision)
     return config
+
+
+def _compiled_network(resolved, config: RunConfig, settings):
+    """(backend, network) of the program compiled from the checkpoint ``resolved`` when the cache holds
+    one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
+    with a warning, and the checkpoint runs itself)."""
+    from ..checkpoint import compiled_program, drop_compiled, verified_program
+    from ..model.backends import BACKENDS
+
+    if config.inference.backend != "auto" or resolved.export:
+        return None
+    directory = resolved.path
+    entry = compiled_program(directory, config)
+    program = entry and verified_program(entry)
+    if not program:
+        return None
+    try:
+        network = BACKENDS["paddle-inference"].build(program, settings)
+    except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
+        drop_compiled(program, f"it does not load: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}")
+        return None
+    log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
+             directory, program)
+    return "paddle-inference", network
 
 
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
@@ -137,27 +155,25 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..checkpoint import THRESHOLDS, compiled_cache_directory, read_thresholds
+    from ..checkpoint import THRESHOLDS, read_thresholds
     from ..corpus import featurizer_for
-    from ..model.backends import BACKENDS, Settings, choose_backend, is_export
+    from ..model.backends import BACKENDS, Settings, choose_backend
     from ..model.decode import score_logit, sigmoid
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
 
-    directory, config, trained_for, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
+    resolved, config, trained_for, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
+    directory = resolved.path
     labels = trained_for.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
-    program = directory  # what the network is built from: the directory, or the program compiled from it
-    if config.inference.backend == "auto" and not is_export(directory):
-        compiled = compiled_cache_directory(directory, config)
-        if is_export(compiled):
-            program = compiled
-            log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint "
-                     "itself)", directory, compiled)
-    chosen = choose_backend(config.inference.backend, program, precision=config.inference.precision)
-    network = BACKENDS[chosen].build(program, Settings(
-        config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size), runtime.device,
-        config.inference.precision, config.inference.tensorrt))
+    settings = Settings(config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size),
+                        runtime.device, config.inference.precision, config.inference.tensorrt)
+    compiled = _compiled_network(resolved, config, settings)
+    if compiled is not None:
+        chosen, network = compiled
+    else:
+        chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+        network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
     calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
     if calibrated is not None:

@@ -15,7 +15,7 @@ import shutil
 from typing import List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
-from ..files import atomic_write_text, partial_directory
+from ..files import atomic_write_text, cache_directory, partial_directory
 from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
@@ -27,7 +27,6 @@ HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 PADDLE_WEIGHTS = "model_state.pdparams"
 CONVERTED_WEIGHTS = "model.safetensors"  # in the cache: Paddle names, written by save_state
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-CACHE_DIR = os.environ.get("GLOBALPOINTER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "globalpointer"))
 HOW_TO_PROVIDE = ("set model.encoder to 'm3e-small' or 'all-MiniLM-L6-v2' (bundled, offline), to 'tiny' (tests), "
                   "or to a local directory: PaddleNLP format (model_state.pdparams + model_config.json + vocab.txt) "
                   "or Hugging Face format (config.json + pytorch_model.bin or model.safetensors + vocab.txt or "
@@ -99,7 +98,7 @@ def bert_tokenizer(vocab_file: str):
 def build_tiny(hidden_size: int = 64, layers: int = 2, heads: int = 2) -> Encoder:
     from paddlenlp.transformers import BertConfig, BertModel
 
-    directory = os.path.join(CACHE_DIR, "tiny")
+    directory = cache_directory("tiny")
     os.makedirs(directory, exist_ok=True)
     vocab_file = os.path.join(directory, "vocab.txt")
     tokens = tiny_vocabulary()
@@ -121,7 +120,7 @@ def convert_huggingface(directory: str) -> str:
     weights = next((w for w in HF_WEIGHTS if os.path.isfile(os.path.join(directory, w))), None)
     if weights is None:
         raise EncoderError(f"{directory}: no model_state.pdparams, {' or '.join(HF_WEIGHTS)}; {HOW_TO_PROVIDE}")
-    target = os.path.join(CACHE_DIR, "converted", _fingerprint(directory, weights))
+    target = cache_directory("converted", _fingerprint(directory, weights))
     if os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
         return target
     # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
@@ -222,7 +221,7 @@ def plain_vocabulary(directory: str) -> str:
                            f"the model's vocab.txt")
     with open(tokenizer_json, "rb") as handle:
         key = hashlib.sha1(handle.read()).hexdigest()[:16]
-    target = os.path.join(CACHE_DIR, "vocab", f"{key}.txt")
+    target = cache_directory("vocab", f"{key}.txt")
     if not os.path.isfile(target):
         write_vocab(vocab_from_tokenizer_json(tokenizer_json), target)
     return target
