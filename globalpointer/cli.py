@@ -319,6 +319,9 @@ def _serve(argv, prog) -> int:
     return 0
 
 
+LABEL_STUDIO_PORT = 9090
+
+
 def _label_studio_backend(argv, prog) -> int:
     from .deploy.label_studio_backend import run_backend
     from .files import check_not_input
@@ -327,23 +330,30 @@ def _label_studio_backend(argv, prog) -> int:
                                                              "pre-annotations for every task opened, retraining on "
                                                              "the project's annotations (docs/annotation.md).")
     inference_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    parser.add_argument("--port", type=whole_number(1), default=9090, help="port (Label Studio's examples use 9090)")
+    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1; another address needs "
+                                       "basic authentication or --allow-unauthenticated)")
+    parser.add_argument("--port", type=int, help=f"same as --set serve.port=... (default {LABEL_STUDIO_PORT}, the "
+                                                 f"port of Label Studio's examples)")
+    parser.add_argument("--allow-unauthenticated", action="store_true",
+                        help="listen beyond loopback without BASIC_AUTH_USER / BASIC_AUTH_PASS: whoever reaches the "
+                             "port gets predictions and can start training rounds")
     parser.add_argument("--work-dir", default="runs/label-studio",
                         help="where each training round writes its data, config, log and model (round-001, ...)")
     parser.add_argument("--base-config", help="the config a round trains with, its training and dev texts added to "
                                               "the project's annotations (default: the model's own config.yaml)")
     parser.add_argument("--label-studio-url", default=os.environ.get("LABEL_STUDIO_URL", ""),
-                        help="Label Studio's address for fetching annotations (default: $LABEL_STUDIO_URL, else "
-                             "what Label Studio sends when it connects); the token is $LABEL_STUDIO_API_KEY, "
-                             "else the project owner's that Label Studio sends")
+                        help="Label Studio's address (http or https) for fetching annotations (default: "
+                             "$LABEL_STUDIO_URL); its token is $LABEL_STUDIO_API_KEY.  Without them, only a backend "
+                             "with basic authentication takes both from Label Studio's /setup")
     args = parser.parse_args(argv)
     check_not_input(args.work_dir, "--work-dir", [args.model])
-    args.set += [f"inference.backend={args.backend}"] * bool(args.backend) + \
-        [f"inference.batch_size={args.batch_size}"] * bool(args.batch_size)
-    run_backend(args.model, args.set, args.host, args.port, args.work_dir,
-                args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
-                os.environ.get("LABEL_STUDIO_API_KEY", ""))
+    if args.port is None and not any(item.startswith("serve.port=") for item in args.set):
+        args.port = LABEL_STUDIO_PORT
+    settings = (("serve.host", args.host), ("serve.port", args.port), ("inference.backend", args.backend),
+                ("inference.batch_size", args.batch_size or None))
+    run_backend(args.model, args.set + [f"{key}={value}" for key, value in settings if value is not None],
+                args.work_dir, args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
+                os.environ.get("LABEL_STUDIO_API_KEY", ""), args.allow_unauthenticated)
     return 0
 
 

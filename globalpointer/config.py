@@ -143,6 +143,8 @@ class ServeConfig:
     max_texts: int = _opt(256, "texts per request; more is answered with 413")
     max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413")
     max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413")
+    max_header_bytes: int = _opt(65536, "bytes of a request's line and headers; more is answered with 431 (no "
+                                        "client of these services sends more than a few hundred)")
     max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
                                           "one request may cost; more is answered with 413")
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
@@ -386,7 +388,8 @@ def validate(config: RunConfig) -> None:
                 "inference.batch_size": config.inference.batch_size,
                 "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every,
                 "serve.max_texts": config.serve.max_texts, "serve.max_text_chars": config.serve.max_text_chars,
-                "serve.max_body_bytes": config.serve.max_body_bytes, "serve.batch_texts": config.serve.batch_texts,
+                "serve.max_body_bytes": config.serve.max_body_bytes,
+                "serve.max_header_bytes": config.serve.max_header_bytes, "serve.batch_texts": config.serve.batch_texts,
                 "serve.max_request_tokens": config.serve.max_request_tokens,
                 "serve.rows_per_pass": config.serve.rows_per_pass}
     for key, value in positive.items():

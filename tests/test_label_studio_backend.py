@@ -131,12 +131,13 @@ def test_a_training_round_swaps_in_a_new_model_and_a_failed_one_changes_nothing(
     model = str(trained / "run" / "best")
     base = tiny_config(tmp_path, train__epochs=1)
     label_studio = FakeLabelStudio(annotated_tasks(trained, 12), "secret-token")
-    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), base)
+    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), base, basic_auth=("studio", "pw"))
     interface = labeling_config(["LOC", "ORG", "PER"])
     with TestClient(app) as client:
+        client.auth = ("studio", "pw")  # as Label Studio connects it: only then does /setup say where it is
         project = {"id": 7, "label_config": interface}
         answer = client.post("/webhook", json={"action": "START_TRAINING", "project": project})
-        assert answer.status_code == 409 and "no Label Studio address and token yet" in answer.json()["detail"]
+        assert answer.status_code == 409 and "no Label Studio address and token" in answer.json()["detail"]
         client.post("/setup", json={"project": "7.1", "schema": interface, "hostname": label_studio.url,
                                     "access_token": "secret-token"})
         assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201

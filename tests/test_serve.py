@@ -120,7 +120,7 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(serv
 def test_micro_batcher_gathers_requests_into_few_calls():
     import asyncio
 
-    from globalpointer.deploy.serve import MicroBatcher
+    from globalpointer.deploy.batcher import MicroBatcher
 
     calls = []
 

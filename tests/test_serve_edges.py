@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def batcher_of_passes(passes: int, seconds: float):
     """A MicroBatcher over fake forward passes: a request whose first text is "big" takes ``passes``
     passes of ``seconds``, any other two; ``log`` names the request of every pass run."""
-    from globalpointer.deploy.serve import MicroBatcher
+    from globalpointer.deploy.batcher import MicroBatcher
 
     log = []
 
@@ -51,7 +51,7 @@ def test_a_small_request_waits_for_one_pass_of_a_large_one_not_all_of_it():
 
 
 def test_work_for_a_client_that_left_is_dropped_and_close_stops_between_passes():
-    from globalpointer.deploy.serve import ServiceClosing
+    from globalpointer.deploy.batcher import ServiceClosing
 
     batcher, log = batcher_of_passes(1000, 0.01)
 

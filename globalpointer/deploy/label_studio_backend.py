@@ -3,8 +3,11 @@
 Label Studio's ML-backend protocol (the one its ``label-studio-ml`` package serves):
 
 - ``GET /health`` answers at once, whatever the model is doing (Label Studio waits 1 s).
-- ``POST /setup`` ``{"project", "schema", "hostname", "access_token"}`` -> ``{"model_version"}``.  The
-  hostname and token are kept to fetch the project's annotations for training.
+- ``POST /setup`` ``{"project", "schema", "hostname", "access_token"}`` -> ``{"model_version"}``.
+  Label Studio's address and token, which a training round uses to fetch the project's annotations,
+  come from the command line and the environment (``--label-studio-url``, ``LABEL_STUDIO_API_KEY``);
+  ``/setup`` supplies them only to a backend that requires basic authentication, both together and
+  once (``LabelStudioConnection``): an unauthenticated caller never chooses where the token goes.
 - ``POST /predict`` ``{"tasks", "label_config"}`` -> ``{"results": [prediction per task]}``.  Each
   prediction holds ``labels`` regions named as in the project's interface, a score per region, the
   task's score (its least certain region: Label Studio's uncertainty sampling opens the lowest first)
@@ -18,10 +21,12 @@ in its own process.  The served model keeps answering; only once the new checkpo
 loaded and swapped in, and ``/setup`` and every prediction then carry its ``model_version`` (its
 directory).  A round that fails leaves the served model as it was; events that come while a round
 runs start one more round after it.
+
+Every request passes the layer of ``http.py`` that ``serve`` passes too (bounds answered 413/431,
+authentication, predictions through the micro-batcher, work dropped when its client leaves, SIGTERM
+within ``serve.shutdown_timeout_s``).
 """
-import base64
 import contextlib
-import hmac
 import json
 import logging
 import os
@@ -29,12 +34,15 @@ import subprocess
 import sys
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
 from ..inference.label_studio import prediction_for
+from .batcher import MicroBatcher
+from .http import check_texts, guarded, predict_for
 
 log = logging.getLogger("globalpointer")
 
@@ -73,12 +81,78 @@ class Served(NamedTuple):
     version: str
 
 
-def api_headers(token: str, hostname: str) -> dict:
+def label_studio_address(url: str, where: str) -> str:
+    """``url`` as the base of Label Studio's API: http or https with a host, nothing else (a file: URL
+    would make a round read a local file, and its token would go wherever the URL says)."""
+    parts = urllib.parse.urlsplit(str(url).strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
+            or parts.query or parts.fragment:
+        raise ValueError(f"{where}: Label Studio's address must be http:// or https:// with a host and no user, "
+                         f"query or fragment, e.g. http://127.0.0.1:8080; got {url!r}")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+class LabelStudioConnection:
+    """Where Label Studio is and the token its API takes, set once: from the command line and the
+    environment, or else by the first ``/setup`` that carries both over an authenticated request.  The
+    token is sent to that address only; it is in no log, answer or file of the backend."""
+
+    def __init__(self, url: str = "", token: str = "", setup_allowed: bool = False):
+        self.url = label_studio_address(url, "--label-studio-url") if url else ""
+        self.token = token
+        self.setup_allowed = setup_allowed  # only over basic authentication
+        self.lock = threading.Lock()
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.url and self.token)
+
+    def from_setup(self, hostname, token) -> None:
+        """What ``/setup`` sends, taken only if nothing is set yet, both are there, and the request was
+        authenticated; a hostname that is no http(s) address is a ValueError (400)."""
+        if not (hostname and token) or not isinstance(hostname, str) or not isinstance(token, str):
+            return
+        url = label_studio_address(hostname, "/setup hostname")
+        with self.lock:
+            if self.url or self.token:
+                return
+            if not self.setup_allowed:
+                log.info("/setup sent Label Studio's address and a token: not used, as the backend does not require "
+                         "basic authentication; start it with --label-studio-url and LABEL_STUDIO_API_KEY (or with "
+                         "BASIC_AUTH_USER and BASIC_AUTH_PASS)")
+                return
+            self.url, self.token = url, token
+        log.info("Label Studio at %s (from /setup)", url)
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects followed only to http(s), and the Authorization header sent on only within the origin
+    the request was made to."""
+
+    def redirect_request(self, request, fp, code, message, headers, new_url):
+        target, source = urllib.parse.urlsplit(new_url), urllib.parse.urlsplit(request.full_url)
+        if target.scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(new_url, code, f"redirect to a {target.scheme}: URL refused", headers, fp)
+        redirected = super().redirect_request(request, fp, code, message, headers, new_url)
+        if redirected is not None and (target.scheme, target.netloc) != (source.scheme, source.netloc):
+            for name in list(redirected.headers):
+                if name.lower() == "authorization":
+                    del redirected.headers[name]
+            redirected.unredirected_hdrs.pop("Authorization", None)
+        return redirected
+
+
+# What one export of a project may weigh: past it the round fails (its tasks would not fit a training run anyway)
+MAX_EXPORT_BYTES = 1 << 30
+OPENER = urllib.request.build_opener(SameOriginRedirects)
+
+
+def api_headers(token: str, url: str) -> dict:
     """Authorization for Label Studio's API: a personal access token (a JWT) is exchanged for an
     access token first; a legacy token is sent as it is."""
     if token.count(".") != 2:
         return {"Authorization": f"Token {token}"}
-    answer = http_json(f"{hostname}/api/token/refresh", {"refresh": token}, {})
+    answer = http_json(f"{url}/api/token/refresh", {"refresh": token}, {})
     return {"Authorization": f"Bearer {answer['access']}"}
 
 
@@ -86,20 +160,39 @@ def http_json(url: str, body: Optional[dict], headers: dict, timeout: float = 12
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.load(answer)
+        with OPENER.open(request, timeout=timeout) as answer:
+            content = answer.read(MAX_EXPORT_BYTES + 1)
     except urllib.error.HTTPError as error:
-        detail = error.read(500).decode("utf-8", "replace")
+        detail = error.read(500).decode("utf-8", "replace") if error.fp else str(error.reason)
         raise UserError(f"Label Studio answered {error.code} to {url}: {detail}") from None
     except (urllib.error.URLError, OSError) as error:
         raise UserError(f"Label Studio at {url} cannot be reached ({error})") from None
+    if len(content) > MAX_EXPORT_BYTES:
+        raise UserError(f"Label Studio's answer to {url} is over {MAX_EXPORT_BYTES} bytes")
+    try:
+        return json.loads(content)
+    except ValueError as error:
+        raise UserError(f"Label Studio's answer to {url} is not JSON ({error})") from None
+
+
+def project_id(project) -> int:
+    """The id of a webhook's project: a positive integer (it goes into the export's URL)."""
+    if not isinstance(project, dict) or "id" not in project:
+        raise ValueError("the event needs its \"project\" object with its \"id\"")
+    value = project["id"]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"project.id must be a positive integer, got {value!r}")
+    return value
 
 
 class Trainer:
     """Training rounds, one at a time, in a thread: fetch, write, train in a process, load, swap."""
 
-    def __init__(self, work_dir: str, base_config: str, labels: List[str], swap: Callable[[str], None]):
+    def __init__(self, work_dir: str, base_config: str, labels: List[str], swap: Callable[[str], None],
+                 connection: LabelStudioConnection, stop_timeout: float = 30):
         self.work_dir = work_dir
+        self.connection = connection
+        self.stop_timeout = stop_timeout
         self.base_config = base_config
         self.labels = labels
         self.swap = swap
@@ -129,7 +222,7 @@ class Trainer:
         if process is not None and process.poll() is None:
             process.terminate()
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
 
@@ -162,10 +255,10 @@ class Trainer:
         from ..files import atomic_write_text
 
         directory = self._next_round()
-        log.info("training round %s: fetching the annotations of project %s", directory, project["id"])
-        headers = api_headers(project["token"], project["hostname"])
-        tasks = http_json(f"{project['hostname']}/api/projects/{project['id']}/export?exportType=JSON"
-                          f"&download_all_tasks=false", None, headers)
+        log.info("training round %s: fetching the annotations of project %d", directory, project["id"])
+        url = self.connection.url
+        tasks = http_json(f"{url}/api/projects/{int(project['id'])}/export?exportType=JSON&download_all_tasks=false",
+                          None, api_headers(self.connection.token, url))
         annotations = os.path.join(directory, "annotations.json")
         atomic_write_text(annotations, json.dumps(tasks, ensure_ascii=False))
         base = load_config(self.base_config)
@@ -201,47 +294,44 @@ class Trainer:
 def create_app(model: str, pipeline, work_dir: str, base_config: str, label_studio_url: str = "",
                api_key: str = "", overrides: Optional[List[str]] = None,
                basic_auth: Optional[Tuple[str, str]] = None):
-    """The FastAPI application of the backend, serving ``pipeline`` (loaded from ``model``).  With
-    ``basic_auth`` (user, password) every request must carry them, as Label Studio sends them when
-    the model is connected with basic authentication."""
-    from fastapi import Body, HTTPException
+    """The FastAPI application of the backend, serving ``pipeline`` (loaded from ``model``) behind the
+    layer of ``http.py``, with ``pipeline.config.serve``'s bounds.  With ``basic_auth`` (user,
+    password) every request must carry them, as Label Studio sends them when the model is connected
+    with basic authentication; only then may ``/setup`` say where Label Studio is."""
+    from fastapi import Body, HTTPException, Request
     from fastapi.responses import JSONResponse
     from fastapi_offline import FastAPIOffline
-    from starlette.concurrency import run_in_threadpool
 
     from ..inference.pipeline import load
 
+    limits = pipeline.config.serve
     served = Served(pipeline, os.path.normpath(model))
-    model_lock = threading.Lock()  # one Paddle user at a time: predictions, and loading a new round's model
-    connection = {"hostname": label_studio_url.rstrip("/"), "token": api_key}
+    model_lock = threading.Lock()  # one Paddle user at a time: a forward pass, or loading a new round's model
+    connection = LabelStudioConnection(label_studio_url, api_key, setup_allowed=basic_auth is not None)
 
     def swap(directory: str) -> None:
         nonlocal served
-        with model_lock:
+        with model_lock:  # Paddle builds it between two forward passes, not during one
             served = Served(load(directory, overrides), os.path.normpath(directory))
         log.info("now serving %s", served.version)
 
-    trainer = Trainer(work_dir, base_config, list(pipeline.labels), swap)
+    def predict_steps(texts: List[str]):
+        now = served  # a job ends on the model it started with, and says which
+        found = yield from now.pipeline.predict_steps(texts, limits.rows_per_pass)
+        return [(now.version, entities) for entities in found]
+
+    trainer = Trainer(work_dir, base_config, list(pipeline.labels), swap, connection, limits.shutdown_timeout_s)
+    batcher = MicroBatcher(predict_steps, limits.batch_texts, limits.batch_wait_ms,
+                           pass_chars=limits.rows_per_pass * pipeline.extractor.featurizer.window_size, lock=model_lock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
+        batcher.close(timeout=limits.shutdown_timeout_s)
         trainer.close()
 
     app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
                          description="Label Studio's ML-backend protocol: /health, /setup, /predict, /webhook.")
-
-    if basic_auth is not None:
-        expected = "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode()
-
-        @app.middleware("http")
-        async def check_credentials(request, call_next):
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), expected.encode()):
-                return JSONResponse({"detail": "this backend needs Label Studio's basic authentication: connect "
-                                               "it with the user and password it was started with"},
-                                    status_code=401, headers={"WWW-Authenticate": 'Basic realm="globalpointer"'})
-            return await call_next(request)
 
     @app.exception_handler(ValueError)
     async def bad_request(request, error: ValueError):
@@ -256,13 +346,10 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
     @app.post("/setup")
     async def setup(body: dict = Body(...)):
         read_interface(body.get("schema", ""))
-        # Label Studio sends where it is and its project owner's token: kept to fetch annotations
-        # unless given on the command line
-        connection["hostname"] = connection["hostname"] or str(body.get("hostname") or "").rstrip("/")
-        connection["token"] = connection["token"] or str(body.get("access_token") or "")
+        connection.from_setup(body.get("hostname"), body.get("access_token"))
         return {"model_version": served.version}
 
-    def predict_tasks(tasks: list, interface: Interface) -> dict:
+    def task_texts(tasks: list, interface: Interface) -> List[str]:
         texts = []
         for index, task in enumerate(tasks):
             data = task.get("data") if isinstance(task, dict) else None
@@ -271,21 +358,21 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
                 raise ValueError(f"tasks[{index}] has no text in data.{interface.text_field}, the field the "
                                  f"labeling interface shows")
             texts.append(text)
-        with model_lock:
-            now = served
-            found = now.pipeline(texts)
-        offered = set(interface.labels)
-        return {"results": [prediction_for([e for e in entities if e["type"] in offered], now.version,
-                                           interface.from_name, interface.to_name) for entities in found],
-                "model_version": now.version}
+        return texts
 
     @app.post("/predict")
-    async def predict(body: dict = Body(...)):
+    async def predict(request: Request, body: dict = Body(...)):
         tasks = body.get("tasks")
         if not isinstance(tasks, list):
             raise HTTPException(400, "the request needs \"tasks\": a list of Label Studio tasks")
         interface = read_interface(body.get("label_config", ""))
-        return await run_in_threadpool(predict_tasks, tasks, interface)
+        texts = task_texts(tasks, interface)
+        await check_texts(texts, limits, pipeline.extractor.featurizer, name="tasks")
+        found = await predict_for(batcher, texts, request) if texts else []
+        offered = set(interface.labels)
+        results = [prediction_for([e for e in entities if e["type"] in offered], version, interface.from_name,
+                                  interface.to_name) for version, entities in found]
+        return {"results": results, "model_version": found[0][0] if found else served.version}
 
     @app.post("/webhook")
     async def webhook(body: dict = Body(...)):
@@ -293,36 +380,41 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         if action not in TRAINING_EVENTS:
             return JSONResponse({"status": "ignored", "action": action}, status_code=200)
         project = body.get("project")
-        if not isinstance(project, dict) or "id" not in project:
-            raise HTTPException(400, f"a {action} event needs its \"project\" object")
-        if not connection["hostname"] or not connection["token"]:
-            raise HTTPException(409, "no Label Studio address and token yet: connect the backend to the project "
-                                     "(Label Studio then calls /setup), or start it with --label-studio-url and "
-                                     "LABEL_STUDIO_API_KEY")
+        number = project_id(project)
+        if not connection.ready:
+            raise HTTPException(409, "no Label Studio address and token: start the backend with --label-studio-url "
+                                     "and LABEL_STUDIO_API_KEY (or with basic authentication, when Label Studio "
+                                     "then calls /setup with them)")
         labels = read_interface(project.get("label_config", "")).labels
-        trainer.request({"id": project["id"], "labels": labels, **connection})
+        trainer.request({"id": number, "labels": labels})
         return JSONResponse({"status": "training", "action": action}, status_code=201)
 
     app.state.trainer = trainer
-    return app
+    app.state.batcher = batcher
+    return guarded(app, limits, basic_auth, "connect it in Label Studio with the user and password it was "
+                                            "started with (basic authentication)")
 
 
-def run_backend(model: str, overrides: List[str], host: str, port: int, work_dir: str, base_config: str,
-                label_studio_url: str, api_key: str) -> None:
-    import uvicorn
-
-    from ..inference.pipeline import load
-    from .serve import BodyLimit
+def run_backend(model: str, overrides: List[str], work_dir: str, base_config: str, label_studio_url: str,
+                api_key: str, allow_unauthenticated: bool = False) -> None:
+    from ..inference.pipeline import inference_config, load
+    from .http import credentials_from_environment, is_loopback, listen, run_server
 
     if not os.path.isfile(base_config):
         raise UserError(f"--base-config: file not found: {base_config}")
-    user, password = os.environ.get("BASIC_AUTH_USER", ""), os.environ.get("BASIC_AUTH_PASS", "")
-    if bool(user) != bool(password):
-        raise UserError("basic authentication needs both BASIC_AUTH_USER and BASIC_AUTH_PASS")
+    try:
+        label_studio_address(label_studio_url, "--label-studio-url") if label_studio_url else None
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    credentials = credentials_from_environment()
+    limits = inference_config(model, overrides).serve
+    if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:
+        raise UserError(f"--host {limits.host} lets every machine that reaches it ask for predictions and start "
+                        f"training rounds with your Label Studio token: set BASIC_AUTH_USER and BASIC_AUTH_PASS (and "
+                        f"connect Label Studio with them), or pass --allow-unauthenticated if this network is yours")
+    sock = listen(limits.host, limits.port)  # before the model loads: a port in use is one line, at once
     pipeline = load(model, overrides)
-    # a body over serve.max_body_bytes is answered 413 before it is read, as in the HTTP service
-    app = BodyLimit(create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides,
-                               (user, password) if user else None), pipeline.config.serve.max_body_bytes)
-    log.info("Label Studio ML backend on http://%s:%d serving %s; training rounds go to %s", host, port, model,
-             work_dir)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
+    app = create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides, credentials)
+    log.info("Label Studio ML backend on http://%s:%d serving %s; training rounds go to %s", limits.host,
+             sock.getsockname()[1], model, work_dir)
+    run_server(app, limits, sock)

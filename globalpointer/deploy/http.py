@@ -1,0 +1,292 @@
+"""What every request of both HTTP services gets, in one layer: ``serve`` and the Label Studio backend
+are built on it, so a bound that one keeps the other keeps too.
+
+- Request headers: at most ``serve.max_header_bytes``, counted as they arrive, else 431
+  (``BoundedHttpProtocol``).
+- The body: at most ``serve.max_body_bytes``, else 413 before it is parsed; one announced with
+  ``Expect: 100-continue`` is refused before the client sends it (``BodyLimit``).
+- The texts of a request: ``serve.max_texts``, ``serve.max_text_chars``, ``serve.max_request_tokens``,
+  else 413 (``check_texts``).
+- Prediction through the micro-batcher (``batcher.MicroBatcher``: turn-taking by forward pass), the
+  work dropped when the client leaves (``predict_for``).
+- Basic authentication from ``BASIC_AUTH_USER`` / ``BASIC_AUTH_PASS`` (``BasicAuth``).
+- The address and port checked and bound before the model loads, one line when they cannot be
+  (``listen``); SIGTERM stops accepting and finishes within ``serve.shutdown_timeout_s``
+  (``run_server``).
+"""
+import asyncio
+import base64
+import errno
+import hmac
+import ipaddress
+import json
+import os
+import socket
+from typing import List, Optional, Sequence, Tuple
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ..errors import UserError
+from .batcher import MicroBatcher, ServiceClosing
+
+CREDENTIAL_VARIABLES = ("BASIC_AUTH_USER", "BASIC_AUTH_PASS")  # the names of Label Studio's ML-backend package
+
+
+async def send_json(send, status: int, body: dict, headers: Sequence[Tuple[bytes, bytes]] = ()) -> None:
+    """A whole JSON answer through the ASGI ``send``."""
+    encoded = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(encoded)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": encoded})
+
+
+class BoundedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a bound on a request's headers (request line included):
+    past ``max_header_bytes`` (an attribute uvicorn's config carries to every worker) the answer is
+    431 and the connection closes, so a client cannot make the server hold more than one read beyond
+    the bound.  httptools itself keeps every header byte it is sent."""
+
+    reading_headers = False
+    header_bytes = 0
+
+    @property
+    def max_header_bytes(self) -> int:
+        return getattr(self.config, "max_header_bytes", 65536)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.reading_headers, self.header_bytes = True, 0
+
+    def on_headers_complete(self) -> None:
+        self.reading_headers = False
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > self.max_header_bytes:
+            self.refuse_headers()
+            return
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.reading_headers and not self.transport.is_closing():  # the whole read was header bytes
+            self.header_bytes += len(data)
+            if self.header_bytes > self.max_header_bytes:
+                self.refuse_headers()
+
+    def refuse_headers(self) -> None:
+        body = json.dumps({"detail": f"request headers over serve.max_header_bytes = {self.max_header_bytes} "
+                                     f"bytes"}).encode()
+        self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+                             b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+        self.transport.close()
+        self.reading_headers = False
+
+
+# A body over serve.max_body_bytes is read and discarded up to this many bytes before the 413 is
+# sent: a client that is still sending when the connection closes sees "connection reset", not the
+# answer (nginx's lingering close does the same).  Past it the connection is closed.
+DRAIN_BYTES = 64 * 1024 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``limit`` bytes is answered with 413 before it is parsed, whether
+    the client announced its length or streams it in chunks."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    @property
+    def state(self):
+        """The application's state, through the middleware."""
+        return self.app.state
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        announced = headers.get(b"content-length")
+        if announced is not None and announced.isdigit() and int(announced) > self.limit:
+            if headers.get(b"expect", b"").lower() != b"100-continue":
+                await self._drain(receive, 0)  # reading would answer 100 Continue: a client that waits sends nothing
+            return await self._refuse(send)
+        received, started, refused = 0, False, False
+
+        async def counted_receive():
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request" and not refused:
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    refused = True
+                    if message.get("more_body"):
+                        await self._drain(receive, received)
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}  # the application stops reading; its answer is dropped
+            return message
+
+        async def tracked_send(message):
+            nonlocal started
+            if refused:
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        await self.app(scope, counted_receive, tracked_send)
+
+    @staticmethod
+    async def _drain(receive, received: int) -> None:
+        while received <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            received += len(message.get("body", b""))
+            if not message.get("more_body"):
+                return
+
+    async def _refuse(self, send):
+        body = {"detail": f"request body over serve.max_body_bytes = {self.limit} bytes; send fewer or shorter texts "
+                          f"per request"}
+        await send_json(send, 413, body, [(b"connection", b"close")])  # the rest of the body is never read
+
+
+async def client_left(request) -> None:
+    """Returns when the client of ``request`` disconnects (its body has been read: what the server
+    receives next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class BasicAuth:
+    """ASGI middleware: every request carries the user and password, or is answered 401 before
+    anything else reads it."""
+
+    def __init__(self, app, user: str, password: str, who: str):
+        self.app = app
+        self.expected = ("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()).encode()
+        self.who = who
+
+    @property
+    def state(self):
+        return self.app.state
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if not hmac.compare_digest(given, self.expected):
+            return await send_json(send, 401, {"detail": f"this service needs basic authentication: {self.who}"},
+                                   [(b"www-authenticate", b'Basic realm="globalpointer"')])
+        return await self.app(scope, receive, send)
+
+
+def credentials_from_environment() -> Optional[Tuple[str, str]]:
+    """(user, password) from BASIC_AUTH_USER and BASIC_AUTH_PASS, None when neither is set."""
+    user, password = (os.environ.get(name, "") for name in CREDENTIAL_VARIABLES)
+    if bool(user) != bool(password):
+        raise UserError("basic authentication needs both BASIC_AUTH_USER and BASIC_AUTH_PASS")
+    return (user, password) if user else None
+
+
+def guarded(app, limits, credentials: Optional[Tuple[str, str]], who: str):
+    """``app`` behind the layer every request passes: authentication first (an unknown client's body
+    is never read), then the body's bound."""
+    app = BodyLimit(app, limits.max_body_bytes)
+    return BasicAuth(app, *credentials, who) if credentials else app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def check_texts(texts: Sequence[str], limits, featurizer, name: str = "texts") -> None:
+    """The bounds of what one request may ask of the model, each answered 413 with its setting:
+    ``name[i]`` names a text as the request does."""
+    from fastapi import HTTPException
+    from starlette.concurrency import run_in_threadpool
+
+    if len(texts) > limits.max_texts:
+        raise HTTPException(413, f"{len(texts)} texts in one request; serve.max_texts is {limits.max_texts}: "
+                                 f"split the request")
+    for index, text in enumerate(texts):
+        if len(text) > limits.max_text_chars:
+            raise HTTPException(413, f"{name}[{index}] has {len(text)} characters; serve.max_text_chars is "
+                                     f"{limits.max_text_chars}")
+    # A token is at least one character: only a request longer than the budget in characters is tokenized.
+    if sum(map(len, texts)) > limits.max_request_tokens:
+        tokens = await run_in_threadpool(featurizer.count_tokens, texts)
+        if tokens > limits.max_request_tokens:
+            raise HTTPException(413, f"the texts hold {tokens} tokens; serve.max_request_tokens is "
+                                     f"{limits.max_request_tokens}: split the request")
+
+
+async def predict_for(batcher: MicroBatcher, texts: List[str], request) -> list:
+    """What ``batcher`` predicts for ``texts``, while the client of ``request`` waits: its work is
+    dropped when it leaves (HTTPException 499, which nobody reads), and a service that stops first
+    answers 503."""
+    from fastapi import HTTPException
+
+    work = asyncio.ensure_future(batcher.submit(texts))
+    gone = asyncio.ensure_future(client_left(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # uvicorn cancels what still runs serve.shutdown_timeout_s after SIGTERM
+        work.cancel()
+        raise HTTPException(503, "the service is shutting down; send the request again") from None
+    finally:
+        gone.cancel()
+    if not work.done():  # the client left: its passes are dropped
+        work.cancel()
+        raise HTTPException(499, "the client left")
+    try:
+        return work.result()
+    except ServiceClosing as closing:
+        raise HTTPException(503, str(closing)) from None
+
+
+def listen(host: str, port: int, flag: str = "--port") -> socket.socket:
+    """A socket bound to ``host``:``port``, before anything slow (the model) happens; UserError in one
+    line for a port out of range, in use, or an address this machine does not have."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise UserError(f"{flag} {port!r}: a TCP port is 0 to 65535")
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise UserError(f"--host {host}: not an address of this machine ({error})") from None
+    sock = socket.socket(family, kind)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is in use (another service?): stop it, or choose another "
+                            f"with {flag}") from None
+        raise UserError(f"cannot listen on {host}:{port} ({error.strerror or error}): choose another --host or "
+                        f"{flag}") from None
+    sock.set_inheritable(True)  # worker processes serve on it
+    return sock
+
+
+def server_config(app, limits, **settings):
+    """uvicorn's config for ``app`` (or an import string, with ``factory=True``) as both services run:
+    headers bounded, SIGTERM given ``serve.shutdown_timeout_s``."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="info", http=BoundedHttpProtocol,
+                            timeout_graceful_shutdown=limits.shutdown_timeout_s, **settings)
+    config.max_header_bytes = limits.max_header_bytes  # read by BoundedHttpProtocol, in every worker
+    return config
+
+
+def run_server(app, limits, sock: socket.socket) -> None:
+    """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C."""
+    import uvicorn
+
+    uvicorn.Server(server_config(app, limits)).run(sockets=[sock])
