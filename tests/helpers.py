@@ -89,13 +89,15 @@ def call(base, path, body=None, raw: bytes = None, headers=None):
 
 
 class Service:
-    """``globalpointer serve`` started as users start it; its output read as it comes."""
+    """``globalpointer serve`` (or ``command``: label-studio-backend) started as users start it; its
+    output read as it comes."""
 
-    def __init__(self, model, *extra):
-        port = free_port()
+    def __init__(self, model, *extra, command="serve", port=None, env=None):
+        port = port or free_port()
+        self.command = command
         self.base = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", str(model),
-                                         "--port", str(port), *extra],
+        self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", command, "--model", str(model),
+                                         "--port", str(port), *extra], env={**os.environ, **(env or {})},
                                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
@@ -112,7 +114,8 @@ class Service:
             if self.process.poll() is not None:
                 self.reader.join(timeout=10)
                 raise AssertionError(f"the service exited: {self.output}")
-            if workers_serving(self.output):
+            if workers_serving(self.output) or (self.command != "serve" and
+                                                "Application startup complete" in self.output):
                 assert call(self.base, "/health")[0] == 200
                 return
             time.sleep(0.2)

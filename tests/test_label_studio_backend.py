@@ -237,3 +237,149 @@ def test_basic_authentication_guards_every_route(trained, tmp_path):
             "tasks": [{"id": 1, "data": {"sentence": "张三在北京"}}], "label_config": INTERFACE})
         assert answer.status_code == 200 and len(answer.json()["results"]) == 1
     assert app.state.trainer.wanted is None
+
+
+# ---- where the project owner's token may go (docs/RELIABILITY.md, attack 4, cases 1-4) -------------------
+
+class RecordingServer(http.server.ThreadingHTTPServer):
+    """An HTTP server that records every request (path, Authorization) and answers ``status`` with
+    ``location`` (a redirect) or a JSON error."""
+
+    def __init__(self, status=401, location=None):
+        self.requests, self.status, self.location = [], status, location
+        super().__init__(("127.0.0.1", 0), RecordingHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class RecordingHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.server.requests.append((self.path, self.headers.get("Authorization")))
+        self.send_response(self.server.status)
+        if self.server.location:
+            self.send_header("Location", self.server.location)
+        body = b'{"detail": "no"}'
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def backend(trained, tmp_path, **keywords):
+    model = str(trained / "run" / "best")
+    return create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), os.path.join(model, "config.yaml"),
+                      **keywords)
+
+
+def start_training(client, app, project_id=7):
+    answer = client.post("/webhook", json={"action": "START_TRAINING",
+                                           "project": {"id": project_id, "label_config": INTERFACE}})
+    if answer.status_code == 201:
+        assert app.state.trainer.wait_idle(60)
+    return answer
+
+
+def test_an_unauthenticated_setup_never_chooses_where_the_token_goes(trained, tmp_path):
+    from fastapi.testclient import TestClient
+
+    attacker = RecordingServer()
+    app = backend(trained, tmp_path)
+    with TestClient(app) as client:
+        client.post("/setup", json={"schema": INTERFACE, "hostname": attacker.url, "access_token": ""})
+        client.post("/setup", json={"schema": INTERFACE, "hostname": attacker.url, "access_token": "owner-token"})
+        answer = start_training(client, app)
+        assert answer.status_code == 409 and "--label-studio-url" in answer.json()["detail"]
+        assert "owner-token" not in json.dumps(client.get("/health").json())
+    assert attacker.requests == []
+    attacker.shutdown()
+
+
+def test_an_authenticated_setup_gives_address_and_token_together_and_once(trained, tmp_path):
+    from fastapi.testclient import TestClient
+
+    attacker, studio = RecordingServer(), RecordingServer()
+    app = backend(trained, tmp_path, basic_auth=("studio", "pw"))
+    with TestClient(app) as client:
+        client.auth = ("studio", "pw")
+        # the attack of case 1: its own address with an empty token first, then Label Studio's own /setup
+        client.post("/setup", json={"schema": INTERFACE, "hostname": attacker.url, "access_token": ""})
+        client.post("/setup", json={"schema": INTERFACE, "hostname": studio.url, "access_token": "owner-token"})
+        client.post("/setup", json={"schema": INTERFACE, "hostname": attacker.url, "access_token": "other"})
+        assert start_training(client, app).status_code == 201
+        assert app.state.trainer.last["state"] == "failed"  # the stand-in answers 401
+        assert "owner-token" not in json.dumps(client.get("/health").json())
+    assert attacker.requests == []
+    assert studio.requests == [("/api/projects/7/export?exportType=JSON&download_all_tasks=false",
+                                "Token owner-token")]
+    for path in (tmp_path / "rounds").rglob("*"):
+        assert not path.is_file() or b"owner-token" not in path.read_bytes()
+    attacker.shutdown()
+    studio.shutdown()
+
+
+@pytest.mark.parametrize("hostname", ["file:///etc/passwd#", "file:///dev/zero#", "ftp://127.0.0.1/x",
+                                      "http://user:pw@127.0.0.1:1", "127.0.0.1:8080", "http:///nohost"])
+def test_only_an_http_address_is_label_studios(trained, tmp_path, hostname):
+    from fastapi.testclient import TestClient
+
+    from globalpointer.deploy.label_studio_backend import label_studio_address
+
+    app = backend(trained, tmp_path, basic_auth=("studio", "pw"))
+    with TestClient(app) as client:
+        client.auth = ("studio", "pw")
+        answer = client.post("/setup", json={"schema": INTERFACE, "hostname": hostname, "access_token": "t"})
+        assert answer.status_code == 400 and "http:// or https://" in answer.json()["detail"]
+        assert start_training(client, app).status_code == 409
+    with pytest.raises(ValueError, match="http:// or https://"):
+        label_studio_address(hostname, "--label-studio-url")
+
+
+def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path):
+    from fastapi.testclient import TestClient
+
+    elsewhere = RecordingServer()
+    studio = RecordingServer(status=302, location=elsewhere.url + "/collect")
+    app = backend(trained, tmp_path, label_studio_url=studio.url, api_key="owner-token")
+    with TestClient(app) as client:
+        assert start_training(client, app).status_code == 201
+    assert studio.requests[0][1] == "Token owner-token"
+    assert elsewhere.requests == [("/collect", None)]
+    studio.location = "ftp://127.0.0.1/anything"  # urllib follows ftp: redirects of its own accord
+    with TestClient(app) as client:
+        assert start_training(client, app).status_code == 201
+        assert "redirect to a ftp: URL refused" in client.get("/health").json()["last_round"]["error"]
+    studio.shutdown()
+    elsewhere.shutdown()
+
+
+@pytest.mark.parametrize("project_id", ["1/../../users/1/token?x=", None, [1], True, 0, -3, 1.5, "7"])
+def test_a_project_id_is_a_positive_integer(trained, tmp_path, project_id):
+    from fastapi.testclient import TestClient
+
+    studio = RecordingServer()
+    app = backend(trained, tmp_path, label_studio_url=studio.url, api_key="owner-token")
+    with TestClient(app) as client:
+        answer = start_training(client, app, project_id)
+        assert answer.status_code == 400 and "project.id must be a positive integer" in answer.json()["detail"]
+    assert studio.requests == [] and app.state.trainer.wanted is None
+    studio.shutdown()
+
+
+def test_predict_has_the_services_bounds(trained, tmp_path):
+    from fastapi.testclient import TestClient
+
+    app = backend(trained, tmp_path)
+    with TestClient(app) as client:
+        for texts, message in ((["a"] * 257, "serve.max_texts is 256"),
+                               (["a" * 100001], "tasks[0] has 100001 characters; serve.max_text_chars is 100000"),
+                               (["张三" * 20000, "李四" * 20000], "serve.max_request_tokens is 65536")):
+            answer = client.post("/predict", json={"tasks": [{"data": {"sentence": t}} for t in texts],
+                                                   "label_config": INTERFACE})
+            assert answer.status_code == 413 and message in answer.json()["detail"]
+        answer = client.post("/predict", json={"tasks": [], "label_config": INTERFACE})
+        assert answer.status_code == 200 and answer.json()["results"] == []

@@ -63,7 +63,8 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
     model = str(trained / "run" / "best")
     backend = start([sys.executable, "-m", "globalpointer", "label-studio-backend", "--model", model, "--port",
                      str(backend_port), "--work-dir", str(tmp_path / "rounds"),
-                     "--base-config", tiny_config(tmp_path, train__epochs=1)], tmp_path / "backend.log")
+                     "--base-config", tiny_config(tmp_path, train__epochs=1)], tmp_path / "backend.log",
+                    {"LABEL_STUDIO_URL": ls_base, "LABEL_STUDIO_API_KEY": TOKEN})  # where the round fetches from
     try:
         wait_for(backend_base + "/health", backend, 120, tmp_path / "backend.log")
         wait_for(ls_base + "/health", label_studio, 300, tmp_path / "label-studio.log")
@@ -120,7 +121,7 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
         version = health["model_version"]
         round_dir = os.path.dirname(os.path.dirname(version))
         exported = json.load(open(os.path.join(round_dir, "annotations.json"), encoding="utf-8"))
-        assert len(exported) == 6  # the annotated tasks, fetched from Label Studio with the token it gave
+        assert len(exported) == 6  # the annotated tasks, fetched from Label Studio with the token it was given
         new = globalpointer.load(version)
 
         # a task imported and opened now gets the new model's prediction, with its version

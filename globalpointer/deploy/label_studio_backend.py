@@ -132,7 +132,7 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, request, fp, code, message, headers, new_url):
         target, source = urllib.parse.urlsplit(new_url), urllib.parse.urlsplit(request.full_url)
         if target.scheme not in ("http", "https"):
-            raise urllib.error.HTTPError(new_url, code, f"redirect to a {target.scheme}: URL refused", headers, fp)
+            raise urllib.error.URLError(f"redirect to a {target.scheme}: URL refused")
         redirected = super().redirect_request(request, fp, code, message, headers, new_url)
         if redirected is not None and (target.scheme, target.netloc) != (source.scheme, source.netloc):
             for name in list(redirected.headers):
@@ -163,7 +163,7 @@ def http_json(url: str, body: Optional[dict], headers: dict, timeout: float = 12
         with OPENER.open(request, timeout=timeout) as answer:
             content = answer.read(MAX_EXPORT_BYTES + 1)
     except urllib.error.HTTPError as error:
-        detail = error.read(500).decode("utf-8", "replace") if error.fp else str(error.reason)
+        detail = error.read(500).decode("utf-8", "replace")
         raise UserError(f"Label Studio answered {error.code} to {url}: {detail}") from None
     except (urllib.error.URLError, OSError) as error:
         raise UserError(f"Label Studio at {url} cannot be reached ({error})") from None

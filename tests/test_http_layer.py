@@ -1,0 +1,175 @@
+"""The layer both HTTP services stand on (deploy/http.py), tested as a property of both: ``serve`` and
+the Label Studio backend get the same bounds, answers and shutdown (docs/RELIABILITY.md, attack 4,
+cases 5, 6 and 8), each started as users start it."""
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import ROOT, Service, call, free_port
+from test_label_studio_backend import INTERFACE
+
+pytestmark = pytest.mark.slow
+
+SERVICES = ("serve", "label-studio-backend")
+SETTINGS = ("--set", "serve.rows_per_pass=2", "--set", "serve.max_body_bytes=400000",
+            "--set", "serve.max_request_tokens=60000", "--set", "serve.shutdown_timeout_s=3",
+            "--set", "serve.max_header_bytes=16384")
+BIG = ["北京大学的张三在上海工作了很多年" * 120] * 30  # 57,600 tokens: just within the budget
+
+
+def extract(kind, texts):
+    """(route, body) that asks service ``kind`` for the entities of ``texts``."""
+    if kind == "serve":
+        return "/v1/extract", {"texts": texts}
+    return "/predict", {"tasks": [{"id": i, "data": {"sentence": t}} for i, t in enumerate(texts)],
+                        "label_config": INTERFACE}
+
+
+def start(kind, trained, tmp_path, *extra, **keywords):
+    more = ("--workers", "1") if kind == "serve" else ("--work-dir", str(tmp_path / "rounds"))
+    return Service(trained / "run" / "best", *SETTINGS, *more, *extra, command=kind, **keywords)
+
+
+@pytest.fixture(scope="module", params=SERVICES)
+def service(request, trained, tmp_path_factory):
+    running = start(request.param, trained, tmp_path_factory.mktemp(request.param))
+    yield request.param, running
+    if running.process.poll() is None:
+        running.stop()
+
+
+def raw_exchange(base, data: bytes, read_seconds: float = 10) -> bytes:
+    host, port = base.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=read_seconds) as connection:
+        try:
+            connection.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = b""
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return answer
+
+
+def test_small_requests_are_answered_while_a_maximal_one_runs(service):
+    kind, running = service
+    route, body = extract(kind, BIG)
+    big = {}
+    started = time.monotonic()
+    client = threading.Thread(target=lambda: big.update(answer=call(running.base, route, body),
+                                                        seconds=time.monotonic() - started))
+    client.start()
+    time.sleep(0.5)
+    latencies = []
+    for _ in range(10):
+        begun = time.monotonic()
+        status, answer = call(running.base, *extract(kind, ["张三在北京"]))
+        latencies.append(time.monotonic() - begun)
+        assert status == 200, answer
+    small_done = time.monotonic() - started
+    client.join(timeout=300)
+    assert big["answer"][0] == 200 and len(big["answer"][1]["results"]) == 30
+    assert max(latencies) < 2.0 and small_done < big["seconds"], (latencies, big["seconds"])
+
+
+def test_every_bound_is_a_413_with_its_setting(service):
+    kind, running = service
+    for texts, message in ((["张三" * 20000, "李四" * 10001], "serve.max_request_tokens is 60000"),
+                           (["a"] * 257, "serve.max_texts is 256"),
+                           (["a" * 100001], "serve.max_text_chars is 100000")):
+        route, body = extract(kind, texts)
+        status, answer = call(running.base, route, body)
+        assert status == 413 and message in answer["detail"], (kind, answer)
+    status, answer = call(running.base, route, raw=b'{"texts": ["' + b"a" * 3_000_000 + b'"]}')
+    assert status == 413 and "serve.max_body_bytes = 400000" in answer["detail"]
+
+
+def test_headers_over_the_bound_are_431_and_the_connection_closes(service):
+    kind, running = service
+    route, body = extract(kind, ["张三"])
+    payload = json.dumps(body).encode()
+    for header in (b"X-Big: " + b"a" * 40000 + b"\r\n",  # one header, in several reads
+                   b"".join(b"X-%d: %s\r\n" % (i, b"b" * 100) for i in range(300))):  # many small ones
+        answer = raw_exchange(running.base, b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\n" + header +
+                              b"Content-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() +
+                              b"\r\n\r\n" + payload)
+        assert answer.startswith(b"HTTP/1.1 431") and b"serve.max_header_bytes = 16384" in answer, answer[:300]
+    assert call(running.base, route, body)[0] == 200
+
+
+def test_an_over_limit_body_announced_with_expect_is_refused_before_it_is_sent(service):
+    kind, running = service
+    route, _ = extract(kind, ["x"])
+    answer = raw_exchange(running.base, b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          b"application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 413") and b"100 Continue" not in answer, answer[:300]
+    assert b"connection: close" in answer.lower()
+
+
+def test_a_client_that_leaves_takes_its_work_along(service):
+    import psutil
+
+    kind, running = service
+    route, body = extract(kind, BIG)
+    data = json.dumps(body).encode()
+    host, port = running.base.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+        time.sleep(1.0)  # the request is being predicted (it takes seconds), then the client goes
+    time.sleep(0.5)
+    process = psutil.Process(running.process.pid)
+    before = sum(process.cpu_times()[:2])
+    time.sleep(2.0)
+    busy = sum(process.cpu_times()[:2]) - before
+    assert busy < 0.3, f"{kind} worked {busy:.2f} CPU seconds for a client that had left"
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+def test_sigterm_ends_the_service_within_its_timeout_whatever_runs(kind, trained, tmp_path):
+    running = start(kind, trained, tmp_path, "--set", "serve.rows_per_pass=1")
+    route, body = extract(kind, BIG)
+    answers = []
+    clients = [threading.Thread(target=lambda: answers.append(call(running.base, route, body))) for _ in range(3)]
+    for client in clients:
+        client.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    code, output = running.stop()
+    stopped = time.monotonic() - started
+    for client in clients:
+        client.join(timeout=60)
+    assert stopped < 3 + 5, output
+    assert "Traceback" not in output and all(status in (200, 503) for status, _ in answers), (answers, output)
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+def test_a_port_in_use_or_out_of_range_is_one_line(kind, trained, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for value, message in ((str(port), f"port {port} on 127.0.0.1 is in use"),
+                               ("70000", "must be a TCP port, 0 to 65535, got 70000")):
+            result = subprocess.run([sys.executable, "-m", "globalpointer", kind, "--model",
+                                     str(trained / "run" / "best"), "--port", value, "--work-dir",
+                                     str(tmp_path / "rounds")][:None if kind != "serve" else -2],
+                                    cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert result.returncode == 2 and message in result.stderr, (kind, value, result.stderr[-2000:])
+            assert "Traceback" not in result.stderr and result.stderr.strip().splitlines()[-1].startswith("error:")
+
+
+def test_the_backend_beyond_loopback_needs_authentication_or_a_flag(trained, tmp_path):
+    command = [sys.executable, "-m", "globalpointer", "label-studio-backend", "--model", str(trained / "run" / "best"),
+               "--host", "0.0.0.0", "--port", str(free_port()), "--work-dir", str(tmp_path / "rounds")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "BASIC_AUTH_USER and BASIC_AUTH_PASS" in result.stderr, result.stderr[-2000:]
+    assert "--allow-unauthenticated" in result.stderr
