@@ -8,12 +8,13 @@ import errno
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import backend_names, dump_config, load_config
 from .errors import UserError, setup_logging
-from .files import check_output_files
+from .files import TERMINATION, Terminated, check_output_files, stop_on_sigterm
 from .inference.file_prediction import OUTPUT_FORMATS
 from .runtime import launch_position
 
@@ -68,14 +69,18 @@ def end_data_parallel_process(code: int) -> None:
 
 def _run(main, argv: Optional[List[str]], prog: str) -> int:
     setup_logging()
+    stop_on_sigterm()
     try:
         return main(argv, prog)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as error:
+        # a SIGTERM that Paddle's to_static re-raised with its own trace in the message: the plain words
+        if TERMINATION.is_set() and (not isinstance(error, Terminated) or "\n" in str(error)):
+            error = Terminated("terminated (SIGTERM)")
         print(f"stopped: {error}" if str(error) else "stopped", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(error, Terminated) else 130
     except OSError as error:
         if error.errno not in FILE_SYSTEM_FAULTS:
             raise
@@ -83,6 +88,11 @@ def _run(main, argv: Optional[List[str]], prog: str) -> int:
         print(f"error: {where}{error.strerror or error}; free space, or choose a location that can be written, and "
               f"run again (no finished file was replaced by a part of one)", file=sys.stderr)
         return 2
+    except Exception:
+        if not TERMINATION.is_set():  # SIGTERM turned into another error inside Paddle's C++ code
+            raise
+        print("stopped: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
 
 
 def _train(argv, prog):

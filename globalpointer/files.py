@@ -4,7 +4,10 @@
   links by inode), and no two outputs of one command are the same file.
 - Everything is written under a temporary name unique to this process and renamed into place, so a
   reader, or a crash, never sees half a file, and no file or folder of the user's that happens to be
-  called ``OUT.partial`` or ``OUT.previous`` is ever written or removed.
+  called ``OUT.partial`` or ``OUT.previous`` is ever written or removed.  Only a regular file, or a
+  path that does not exist yet, is replaced by rename: a device, a FIFO or a socket (``/dev/stdout``,
+  ``/dev/null``, a named pipe) is written in place, never replaced.
+- SIGTERM stops a command that writes as Ctrl-C does (``stop_on_sigterm``): the same cleanup runs.
 - A directory is replaced only when it is wholly the project's: its manifest lists every file in it.
 - One run directory has one writer at a time (``RunLock``).
 """
@@ -14,8 +17,11 @@ import fcntl
 import glob
 import json
 import os
+import signal
 import shutil
+import stat
 import tempfile
+import threading
 from typing import Dict, Iterator, Optional, Sequence, TextIO
 
 from .errors import CheckpointError, UserError
@@ -100,12 +106,69 @@ def chmod_as_created(path: str, mode: int) -> None:
     os.chmod(path, mode & ~umask)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program runs, so that it stops as on Ctrl-C: partial outputs are
+    cleaned up or named, never left unsaid."""
+
+
+TERMINATION = threading.Event()  # set by SIGTERM: code that wraps the exception (Paddle's) cannot hide it
+
+
+def _terminated(signum, frame):
+    TERMINATION.set()
+    raise Terminated("terminated (SIGTERM)")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises ``Terminated`` from here on, unless a handler of the program's own is in place
+    (training's stop request, a service's graceful shutdown).  Called where outputs start to be
+    written, and by the commands' error boundary: importing Paddle installs a handler of its own,
+    at C level, that aborts the process, and Python's ``getsignal`` does not see it."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None, _terminated):
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+# a path through these names one of the process's open files (/dev/stdout -> /proc/self/fd/1): renaming
+# over it would replace the link, or the device itself, instead of writing to what it is open on
+PROCESS_FILES = ("/proc/", "/dev/fd/")
+
+
+def _names_an_open_file(path: str) -> bool:
+    for _ in range(40):  # the kernel's own bound on links followed
+        if os.path.abspath(path).startswith(PROCESS_FILES):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return False
+
+
+def replaced_by_rename(path: str) -> bool:
+    """Whether ``path`` is written by rename: a regular file (links followed) or a path not there yet;
+    a device, FIFO or socket, or a file reached through /proc or /dev/fd, is written in place."""
+    if _names_an_open_file(path):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
 @contextlib.contextmanager
 def atomic_output(path: str, binary: bool = False) -> Iterator[TextIO]:
     """A file (text, or bytes with ``binary``) written under a unique temporary name beside ``path`` and
     renamed to ``path`` when the block ends without an error; on an error the temporary file is
-    removed, unless it is a KeyboardInterrupt: then it stays, and its name is in ``handle.partial_name``
-    for the message."""
+    removed, unless it is a KeyboardInterrupt (Ctrl-C, or SIGTERM): then it stays, and its name is in
+    ``handle.partial_name`` for the message.  A device or FIFO (``/dev/stdout``) is written in place
+    (``partial_name`` None)."""
+    stop_on_sigterm()
+    if not replaced_by_rename(path):
+        with open(path, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as out:
+            out.partial_name = None
+            yield out
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + PARTIAL)
@@ -137,6 +200,7 @@ def atomic_write_json(path: str, obj) -> None:
 
 def partial_directory(directory: str) -> str:
     """A new empty directory beside ``directory``, unique to this call, to write its successor into."""
+    stop_on_sigterm()
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
     partial = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(os.path.abspath(directory)) + PARTIAL)

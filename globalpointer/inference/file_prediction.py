@@ -172,14 +172,14 @@ def predict_file(extractor: "Extractor", input_path: str, output_path: str, inpu
             with atomic_output(output_path) as sink:
                 writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload)
                 return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
-        except KeyboardInterrupt:
-            if sink is None:
+        except KeyboardInterrupt as stop:
+            if sink is None or sink.partial_name is None:
                 raise
             sink.close()
             with open(sink.partial_name, "rb") as done:
                 written = sum(1 for _ in done)
-            raise KeyboardInterrupt(f"interrupted: {output_path} was not written; the output lines of the first "
-                                    f"{written} input lines are in {sink.partial_name}") from None
+            raise type(stop)(f"interrupted: {output_path} was not written; the output lines of the first "
+                             f"{written} input lines are in {sink.partial_name}") from None
     finally:
         if source is not sys.stdin.buffer:
             source.close()

@@ -1,0 +1,109 @@
+"""The output policy (files.py) where outputs are not regular files, and when a command is stopped
+with SIGTERM (docs/RELIABILITY.md, attack 4, cases 9 and 10)."""
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from globalpointer.files import atomic_write_text
+from globalpointer.inference.file_prediction import predict_file
+from helpers import ROOT, FakeExtractor
+
+
+def source(tmp_path, lines=3):
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"Paris {i}\n" for i in range(lines)), encoding="utf-8")
+    return path
+
+
+def test_a_fifo_gets_the_lines_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo, encoding="utf-8").read()))
+    reader.start()
+    predict_file(FakeExtractor(), str(source(tmp_path)), str(fifo))
+    reader.join(timeout=30)
+    assert len(received[0].splitlines()) == 3 and '"Paris 0"' in received[0]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["in.txt", "out.fifo"]
+
+
+def test_an_open_file_named_through_proc_is_written_not_replaced(tmp_path):
+    read_end, write_end = os.pipe()
+    target = f"/proc/self/fd/{write_end}"
+    received = []
+    reader = threading.Thread(target=lambda: received.append(os.fdopen(read_end, encoding="utf-8").read()))
+    reader.start()
+    predict_file(FakeExtractor(), str(source(tmp_path)), target)
+    os.close(write_end)
+    reader.join(timeout=30)
+    assert len(received[0].splitlines()) == 3
+    # /dev/stdout is such a link: whatever it is open on, the link stays a link
+    assert os.path.islink("/dev/stdout")
+
+
+def test_dev_null_stays_a_device(tmp_path):
+    before = os.stat("/dev/null")
+    atomic_write_text("/dev/null", "nothing\n")
+    predict_file(FakeExtractor(), str(source(tmp_path)), "/dev/null")
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino and after.st_rdev == before.st_rdev
+    assert not [name for name in os.listdir("/dev") if name.startswith("null.partial-")]
+
+
+@pytest.mark.slow
+def test_predict_to_dev_stdout_reaches_standard_output(trained, tmp_path):
+    text = source(tmp_path)
+    command = [sys.executable, "-m", "globalpointer", "predict", "--model", str(trained / "run" / "best"),
+               "--input", str(text), "--output", "/dev/stdout"]
+    piped = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 3, piped.stderr[-2000:]
+    with open(tmp_path / "redirected.jsonl", "w") as out:  # standard output sent to a file by the shell
+        assert subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.PIPE, timeout=300).returncode == 0
+    assert len((tmp_path / "redirected.jsonl").read_text().splitlines()) == 3 and os.path.islink("/dev/stdout")
+
+
+def started_writing(process, folder, infix, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline and process.poll() is None:
+        if any(infix in name for name in os.listdir(folder)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+def test_sigterm_in_predict_stops_as_ctrl_c_does(trained, tmp_path):
+    text = tmp_path / "in.txt"
+    lines = [line for line in open(trained / "dev.jsonl", encoding="utf-8")]
+    text.write_text("".join(lines * 60), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer", "predict", "--model",
+                                str(trained / "run" / "best"), "--input", str(text), "--output", str(out),
+                                "--lines-per-chunk", "16", "--backend", "dynamic"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert started_writing(process, tmp_path, "out.jsonl.partial-")
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr[-2000:]
+    assert "out.jsonl was not written; the output lines of the first" in stderr  # as Ctrl-C says
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_sigterm_in_export_leaves_no_partial_directory(trained, tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer", "export", "--model",
+                                str(trained / "run" / "best"), "--output", str(tmp_path / "export"), "--onnx"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert started_writing(process, tmp_path, "export.partial-")
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143 and "stopped: terminated (SIGTERM)" in stderr, stderr[-2000:]
+    assert os.listdir(tmp_path) == []
