@@ -24,12 +24,41 @@ RENAMED = {"train.eval_batch_size": "inference.batch_size"}
 MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
 
 
-def _opt(default, help, choices=None):
+class Bounds(NamedTuple):
+    """The range of a number key: ``low`` and ``high`` (None: unbounded), each included or not."""
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_included: bool = True
+    high_included: bool = True
+
+    def holds(self, value) -> bool:
+        return ((self.low is None or value > self.low or (self.low_included and value == self.low)) and
+                (self.high is None or value < self.high or (self.high_included and value == self.high)))
+
+    def __str__(self) -> str:
+        def number(x) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+        low = "" if self.low is None else f"{'>=' if self.low_included else '>'} {number(self.low)}"
+        high = "" if self.high is None else f"{'<=' if self.high_included else '<'} {number(self.high)}"
+        return " and ".join(part for part in (low, high) if part)
+
+
+POSITIVE = Bounds(0, None, low_included=False)
+NON_NEGATIVE = Bounds(0)
+FRACTION = Bounds(0, 1, high_included=False)  # [0, 1)
+SEED_LIMIT = 2 ** 32 - 1  # numpy's seeds are 32-bit
+INT64 = 2 ** 63 - 1  # what every whole number reaches Paddle and numpy as
+
+
+def _opt(default, help, choices=None, bounds: Optional[Bounds] = None):
     """A key with its default, help text and allowed values (a tuple, or a function returning one
-    when the values come from a registry that is not imported before it is needed)."""
+    when the values come from a registry that is not imported before it is needed), or for a number
+    its ``bounds``."""
+    metadata = {"help": help, "choices": choices, "bounds": bounds}
     if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "choices": choices})
-    return field(default=default, metadata={"help": help, "choices": choices})
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def _head_names():
@@ -51,9 +80,10 @@ class DataConfig:
     test: str = _opt("", "test file evaluated once at the end with the best model; empty: none")
     format: str = _opt("auto", "file format; auto detects it per file", FORMATS)
     labels: List[str] = _opt([], "entity types in a fixed order; empty: every type seen in the training file, sorted")
-    limit: int = _opt(0, "read only the first N records of each file (0: all); for quick runs")
-    max_length: int = _opt(128, "tokens per window including [CLS] and [SEP]; longer texts become sliding windows")
-    window_overlap: int = _opt(32, "tokens shared by consecutive windows of a long text")
+    limit: int = _opt(0, "read only the first N records of each file (0: all); for quick runs", bounds=NON_NEGATIVE)
+    max_length: int = _opt(128, "tokens per window including [CLS] and [SEP]; longer texts become sliding windows "
+                                    "(at least 3: room for text besides [CLS] and [SEP])", bounds=Bounds(3))
+    window_overlap: int = _opt(32, "tokens shared by consecutive windows of a long text", bounds=NON_NEGATIVE)
     tokenization: str = _opt("auto", "char: one token per character (Chinese), subword: the tokenizer's own pieces, "
                              "auto: char for a Chinese vocabulary, else subword", ("auto", "char", "subword"))
     on_error: str = _opt("raise", "a malformed record stops the run (raise) or is skipped and counted (skip); "
@@ -72,7 +102,7 @@ class ModelConfig:
                         "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
     head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
                      _head_names)
-    head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)")
+    head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
@@ -81,38 +111,44 @@ class ModelConfig:
                        "score; auto: flat for a model none of whose training texts had overlapping entities "
                        "(recorded in the checkpoint), else nested", ("auto", "nested", "flat"))
     min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
-                            "entity, the sigmoid of its logit) is above this; between 0 and 1")
+                            "entity, the sigmoid of its logit) is above this; between 0 and 1",
+                            bounds=Bounds(0, 1, low_included=False, high_included=False))
     calibrated_thresholds: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
                                        "thresholds.json (globalpointer calibrate) when it has one; "
                                        "false: model.min_score for every type")
-    dropout: float = _opt(0.1, "dropout on the encoder output before the head")
+    dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = _opt(3, "passes over the training data")
-    batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation")
-    lr: float = _opt(5e-5, "peak learning rate of the encoder")
-    head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)")
-    warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0")
-    weight_decay: float = _opt(0.01, "AdamW weight decay (not on biases and norms)")
-    max_grad_norm: float = _opt(1.0, "clip the global gradient norm to this (0: no clipping)")
-    grad_accum_steps: int = _opt(1, "batches whose gradients are summed before one optimizer step")
+    epochs: int = _opt(3, "passes over the training data", bounds=POSITIVE)
+    batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
+    lr: float = _opt(5e-5, "peak learning rate of the encoder", bounds=NON_NEGATIVE)
+    head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)",
+                          bounds=NON_NEGATIVE)
+    warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0",
+                               bounds=FRACTION)
+    weight_decay: float = _opt(0.01, "AdamW weight decay (not on biases and norms)", bounds=NON_NEGATIVE)
+    max_grad_norm: float = _opt(1.0, "clip the global gradient norm to this (0: no clipping)", bounds=NON_NEGATIVE)
+    grad_accum_steps: int = _opt(1, "batches whose gradients are summed before one optimizer step", bounds=POSITIVE)
     amp: str = _opt("none", "mixed precision for the encoder on GPU (the head and loss stay float32); "
                     "ignored with a warning on CPU", ("none", "float16", "bfloat16"))
-    seed: int = _opt(42, "seed for initialisation, dropout and data order")
-    eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)")
-    patience: int = _opt(0, "stop after this many evaluations without a better dev F1 (0: never)")
-    log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps")
+    seed: int = _opt(42, "seed for initialisation, dropout and data order", bounds=Bounds(0, SEED_LIMIT))
+    eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)",
+                           bounds=NON_NEGATIVE)
+    patience: int = _opt(0, "stop after this many evaluations without a better dev F1 (0: never)", bounds=NON_NEGATIVE)
+    log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps", bounds=POSITIVE)
     adversarial: str = _opt("none", "fgm: adversarial training on the word embeddings (one more forward and "
                             "backward per batch)", ("none", "fgm"))
-    adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient")
+    adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient",
+                                      bounds=POSITIVE)
     ema_decay: float = _opt(0.0, "exponential moving average of the weights, evaluated and saved as the best "
-                            "model (e.g. 0.999); 0: off")
+                            "model (e.g. 0.999); 0: off", bounds=FRACTION)
     layer_lr_decay: float = _opt(1.0, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
-                                 "embeddings lowest; 1: every layer at lr")
+                                 "embeddings lowest; 1: every layer at lr", bounds=Bounds(0, 1, low_included=False))
     rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
-                              "weighs the symmetric KL between the two passes' span probabilities; 0: off")
+                              "weighs the symmetric KL between the two passes' span probabilities; 0: off",
+                              bounds=NON_NEGATIVE)
 
 
 @dataclass
@@ -125,12 +161,12 @@ class InferenceConfig:
                           "model.int8.onnx on onnxruntime", ("float32", "float16", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
-                               "window, or several short ones, inference.pack_texts)")
+                               "window, or several short ones, inference.pack_texts)", bounds=POSITIVE)
     compile_from: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from this "
                                   "many input lines, a Paddle Inference program is compiled from the checkpoint (a few "
                                   "seconds, once: it is cached by the checkpoint's content, $GLOBALPOINTER_CACHE) and "
                                   "runs instead of the dynamic graph (2,000 CLUENER texts: 19.4 s instead of 31.2 s); a "
-                                  "cached one is used whatever the input; 0: never compile")
+                                  "cached one is used whatever the input; 0: never compile", bounds=NON_NEGATIVE)
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
                                   "the longest window of the call, each still read alone: fewer forward passes, less "
                                   "padding (false: a row per window)")
@@ -139,23 +175,25 @@ class InferenceConfig:
 @dataclass
 class ServeConfig:
     host: str = _opt("127.0.0.1", "address the HTTP service listens on (0.0.0.0: every interface)")
-    port: int = _opt(8000, "port of the HTTP service")
-    max_texts: int = _opt(256, "texts per request; more is answered with 413")
-    max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413")
-    max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413")
+    port: int = _opt(8000, "port of the HTTP service", bounds=Bounds(0, 65535))
+    max_texts: int = _opt(256, "texts per request; more is answered with 413", bounds=POSITIVE)
+    max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413", bounds=POSITIVE)
+    max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413", bounds=POSITIVE)
     max_header_bytes: int = _opt(65536, "bytes of a request's line and headers; more is answered with 431 (no "
-                                        "client of these services sends more than a few hundred)")
+                                        "client of these services sends more than a few hundred)", bounds=POSITIVE)
     max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
-                                          "one request may cost; more is answered with 413")
-    batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes")
-    batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call")
+                                          "one request may cost; more is answered with 413", bounds=POSITIVE)
+    batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes",
+                                bounds=Bounds(0, MAX_BATCH_WAIT_MS))
+    batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call", bounds=POSITIVE)
     rows_per_pass: int = _opt(8, "rows of one forward pass in the service: requests take turns pass by pass, so a "
-                                  "small request waits for at most one pass of a large one")
-    shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish")
+                                  "small request waits for at most one pass of a large one", bounds=POSITIVE)
+    shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish",
+                                     bounds=NON_NEGATIVE)
     workers: int = _opt(0, "service processes, each with its own copy of the model (about 0.7 GB) and "
                            "micro-batcher, the CPU's cores shared between them (cpu_threads: 0); 0: one per core "
                            "on the CPU (most texts/s from concurrent clients), 1 on a GPU; 1: a lone request "
-                           "gets every core (lowest latency when requests come one at a time)")
+                           "gets every core (lowest latency when requests come one at a time)", bounds=NON_NEGATIVE)
 
 
 @dataclass
@@ -168,7 +206,7 @@ class RunConfig:
     device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
                        ("auto", "cpu", "gpu"))
     cpu_threads: int = _opt(0, "math threads on CPU per process (0: all cores, shared between data-parallel "
-                               "processes and between service workers)")
+                               "processes and between service workers)", bounds=NON_NEGATIVE)
     output_dir: str = _opt("runs/default", "run directory: checkpoints, resolved config, metrics")
 
 
@@ -187,17 +225,27 @@ def _where(path: List[str]) -> str:
     return ".".join(path)
 
 
+def _key_error(path: List[str], message: str) -> ConfigError:
+    """A ConfigError about the key at ``path``, which it carries (``key``) for the caller to say where
+    the value came from: the file, or --set."""
+    error = ConfigError(message)
+    error.key = _where(path)
+    return error
+
+
 def _coerce(value: Any, annotation, path: List[str]):
     """Check and convert one value to the field's type; YAML says `3e-5` is a string, we accept it."""
     name = _where(path)
     if annotation is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        raise _key_error(path, f"{name}: expected true or false, got {value!r}")
     if annotation is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > INT64:
+                raise _key_error(path, f"{name}: {value} is beyond what a 64-bit whole number holds")
             return value
-        raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+        raise _key_error(path, f"{name}: expected a whole number, got {value!r}")
     if annotation is float:
         number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -208,26 +256,26 @@ def _coerce(value: Any, annotation, path: List[str]):
             except ValueError:
                 pass
         if number is None:
-            raise ConfigError(f"{name}: expected a number, got {value!r}")
+            raise _key_error(path, f"{name}: expected a number, got {value!r}")
         if not math.isfinite(number):  # a NaN learning rate or threshold trains or predicts nothing, silently
-            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+            raise _key_error(path, f"{name}: expected a finite number, got {value!r}")
         return number
     if annotation is str:
         if isinstance(value, str):
             return value
         if value is None:
             return ""
-        raise ConfigError(f"{name}: expected a string, got {value!r}")
+        raise _key_error(path, f"{name}: expected a string, got {value!r}")
     if annotation == List[str]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
-        raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
+        raise _key_error(path, f"{name}: expected a list of strings, got {value!r}")
     raise AssertionError(f"unsupported config type {annotation} for {name}")
 
 
 def _build(cls, values: Dict[str, Any], path: List[str]):
     if not isinstance(values, dict):
-        raise ConfigError(f"{_where(path) or 'config'}: expected a mapping of keys, got {values!r}")
+        raise _key_error(path, f"{_where(path) or 'config'}: expected a mapping of keys, got {values!r}")
     known = _fields(cls)
     kwargs = {}
     for key, value in values.items():
@@ -235,15 +283,19 @@ def _build(cls, values: Dict[str, Any], path: List[str]):
             close = difflib.get_close_matches(str(key), list(known), n=1)
             hint = f"; did you mean {_where(path + [close[0]])!r}?" if close else \
                 f"; valid keys here: {', '.join(known)}"
-            raise ConfigError(f"unknown config key {_where(path + [str(key)])!r}{hint}")
+            raise _key_error(path + [str(key)], f"unknown config key {_where(path + [str(key)])!r}{hint}")
         f = known[key]
         if dataclasses.is_dataclass(f.type):
             kwargs[key] = _build(f.type, value, path + [key])
         else:
             kwargs[key] = _coerce(value, f.type, path + [key])
-            choices = _choices(f)
+            choices, bounds = _choices(f), f.metadata.get("bounds")
             if choices and kwargs[key] not in choices:
-                raise ConfigError(f"{_where(path + [key])}: {kwargs[key]!r} is not one of {', '.join(choices)}")
+                raise _key_error(path + [key], f"{_where(path + [key])}: {kwargs[key]!r} is not one of "
+                                               f"{', '.join(choices)}")
+            if bounds and not bounds.holds(kwargs[key]):
+                raise _key_error(path + [key], f"{_where(path + [key])} must be {bounds}, got {kwargs[key]!r} "
+                                               f"({f.metadata['help']})")
     return cls(**kwargs)
 
 
@@ -289,12 +341,43 @@ def _set_nested(tree: Dict[str, Any], keys: List[str], value):
     node[keys[-1]] = value
 
 
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first, second):
+        super().__init__(f"{key!r} is written twice, on lines {first} and {second}: YAML would keep the second and "
+                         f"drop the first silently; merge them into one")
+        self.line = second
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (at any depth), which YAML
+    itself resolves by keeping the last silently; keys brought in by a merge (``<<``) may be
+    overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: Dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise DuplicateKey(key, seen[key], line)
+                seen.setdefault(key, line)
+        return super().construct_mapping(node, deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
+
+
 def read_yaml(path: str) -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise ConfigError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as handle:
         try:
-            tree = yaml.safe_load(handle)
+            tree = yaml.load(handle, Loader=UniqueKeyLoader)
+        except DuplicateKey as error:
+            raise ConfigError(f"{path}:{error.line}: {error}") from None
         except UnicodeDecodeError as error:
             raise ConfigError(f"{path}: not UTF-8 text ({error.reason}); "
                               f"save the config as UTF-8") from None
@@ -320,18 +403,22 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
                 tree[section] = {**tree[section], **values}
             else:
                 tree[section] = values
+    set_by: Dict[str, str] = {}  # dotted key -> the --set item that gave its value
     for item in overrides or []:
         keys, value = _parse_override(item)
         if keys == ["model", "threshold"]:
             raise ConfigError(f"--set {item}: {min_score_hint(value)}")
         _set_nested(tree, keys, value)
+        set_by[".".join(keys)] = item
     where = f" (in {path})" if path else ""
     _move_renamed(tree, where)
     _convert_logit_threshold(tree, where)
     try:
         config = _build(RunConfig, tree, [])
     except ConfigError as error:
-        raise ConfigError(f"{error}{where}") from None
+        key = getattr(error, "key", "")
+        given = next((item for name, item in set_by.items() if key == name or key.startswith(name + ".")), None)
+        raise ConfigError(f"--set {given}: {error}" if given else f"{error}{where}") from None
     validate(config)
     return config
 
@@ -383,55 +470,16 @@ def _convert_logit_threshold(tree: Dict[str, Any], where: str) -> None:
 
 
 def validate(config: RunConfig) -> None:
-    positive = {"data.max_length": config.data.max_length, "model.head_size": config.model.head_size,
-                "train.epochs": config.train.epochs, "train.batch_size": config.train.batch_size,
-                "inference.batch_size": config.inference.batch_size,
-                "train.grad_accum_steps": config.train.grad_accum_steps, "train.log_every": config.train.log_every,
-                "serve.max_texts": config.serve.max_texts, "serve.max_text_chars": config.serve.max_text_chars,
-                "serve.max_body_bytes": config.serve.max_body_bytes,
-                "serve.max_header_bytes": config.serve.max_header_bytes, "serve.batch_texts": config.serve.batch_texts,
-                "serve.max_request_tokens": config.serve.max_request_tokens,
-                "serve.rows_per_pass": config.serve.rows_per_pass}
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key} must be greater than 0, got {value}")
-    non_negative = {"data.limit": config.data.limit, "data.window_overlap": config.data.window_overlap,
-                    "train.lr": config.train.lr, "train.head_lr": config.train.head_lr,
-                    "train.weight_decay": config.train.weight_decay, "train.max_grad_norm": config.train.max_grad_norm,
-                    "train.eval_every": config.train.eval_every, "train.patience": config.train.patience,
-                    "cpu_threads": config.cpu_threads, "serve.port": config.serve.port,
-                    "serve.batch_wait_ms": config.serve.batch_wait_ms,
-                    "serve.shutdown_timeout_s": config.serve.shutdown_timeout_s, "serve.workers": config.serve.workers,
-                    "inference.compile_from": config.inference.compile_from}
-    for key, value in non_negative.items():
-        if value < 0:
-            raise ConfigError(f"{key} must not be negative, got {value}")
-    if not 0 < config.model.min_score < 1:
-        raise ConfigError(f"model.min_score is a probability between 0 and 1 (not either end), got "
-                          f"{config.model.min_score}; 0.5 is the model's own boundary")
-    if config.data.max_length < 3:
-        raise ConfigError(f"data.max_length must leave room for text besides [CLS] and [SEP], got {config.data.max_length}")
+    """The rules that join several keys (each key's own range is declared with it: ``bounds``)."""
     if config.data.window_overlap >= config.data.max_length - 2:
         raise ConfigError(f"data.window_overlap ({config.data.window_overlap}) must be smaller than "
                           f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
     if config.model.head_size % 2:
         raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
-    if not 0 <= config.train.warmup_ratio < 1:
-        raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {config.train.warmup_ratio}")
-    if not 0 <= config.train.ema_decay < 1:
-        raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {config.train.ema_decay}")
-    if not 0 < config.train.layer_lr_decay <= 1:
-        raise ConfigError(f"train.layer_lr_decay must be in (0, 1] (1: off), got {config.train.layer_lr_decay}")
-    if config.train.rdrop_alpha < 0:
-        raise ConfigError(f"train.rdrop_alpha must not be negative (0: off), got {config.train.rdrop_alpha}")
     if config.train.rdrop_alpha:
         from .model.heads import check_span_head
 
         check_span_head(config.model.head, "train.rdrop_alpha")
-    if config.train.adversarial_epsilon <= 0:
-        raise ConfigError(f"train.adversarial_epsilon must be greater than 0, got {config.train.adversarial_epsilon}")
-    if not 0 <= config.model.dropout < 1:
-        raise ConfigError(f"model.dropout must be in [0, 1), got {config.model.dropout}")
     if len(set(config.data.labels)) != len(config.data.labels):
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
     if any(not label.strip() for label in config.data.labels):
@@ -439,11 +487,6 @@ def validate(config: RunConfig) -> None:
     if config.train.lr == 0 and config.train.head_lr == 0:
         raise ConfigError("train.lr and train.head_lr are both 0: nothing would learn; set at least one above 0 "
                           "(lr 0 alone freezes the encoder while the head trains)")
-    if not config.serve.port <= 65535:
-        raise ConfigError(f"serve.port must be a TCP port, 0 to 65535, got {config.serve.port}")
-    if config.serve.batch_wait_ms > MAX_BATCH_WAIT_MS:
-        raise ConfigError(f"serve.batch_wait_ms must be at most {MAX_BATCH_WAIT_MS} (a request waits this long for "
-                          f"company before it is predicted), got {config.serve.batch_wait_ms:g}")
 
 
 def require_files(config: RunConfig, keys: List[str]) -> None:
@@ -470,6 +513,7 @@ class KeyHelp(NamedTuple):
     default: Any
     choices: Optional[tuple]
     help: str
+    bounds: Optional[Bounds] = None
 
 
 def key_help() -> List[KeyHelp]:
@@ -483,7 +527,8 @@ def key_help() -> List[KeyHelp]:
             if dataclasses.is_dataclass(value):
                 walk(value, f"{prefix}{f.name}.")
             else:
-                found.append(KeyHelp(prefix + f.name, value, _choices(f), f.metadata.get("help", "")))
+                found.append(KeyHelp(prefix + f.name, value, _choices(f), f.metadata.get("help", ""),
+                                     f.metadata.get("bounds")))
 
     walk(RunConfig(), "")
     return found
@@ -497,9 +542,11 @@ def dump_config(config: RunConfig) -> str:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             help_text = f.metadata.get("help", "")
-            choices = _choices(f)
+            choices, bounds = _choices(f), f.metadata.get("bounds")
             if choices:
                 help_text += f" [{'|'.join(choices)}]"
+            if bounds:
+                help_text += f" [{bounds}]"
             if dataclasses.is_dataclass(value):
                 lines.append(f"{indent}{f.name}:  # {help_text}")
                 emit(value, indent + "  ")

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import yaml
 
@@ -34,11 +36,11 @@ def test_yaml_then_overrides(tmp_path):
     ("train.epochs=two", "train.epochs: expected a whole number"),
     ("model.rope=maybe", "model.rope: expected true or false"),
     ("model.head=crf", "model.head: 'crf' is not one of"),
-    ("train.batch_size=0", "train.batch_size must be greater than 0"),
-    ("data.max_length=-5", "data.max_length must be greater than 0"),
+    ("train.batch_size=0", "train.batch_size must be > 0, got 0"),
+    ("data.max_length=-5", "data.max_length must be >= 3, got -5"),
     ("data.window_overlap=200", "window_overlap"),
     ("model.head_size=63", "even"),
-    ("train.rdrop_alpha=-1", "train.rdrop_alpha must not be negative"),
+    ("train.rdrop_alpha=-1", "train.rdrop_alpha must be >= 0, got -1"),
     ("model.head=crf_tagger,train.rdrop_alpha=1", "train.rdrop_alpha needs a span head"),
     ("train", "expected KEY=VALUE"),
 ])
@@ -97,10 +99,68 @@ def test_model_threshold_became_min_score_a_probability(tmp_path):
     with pytest.raises(ConfigError, match=r"model.threshold=2.0 is model.min_score=0.880797"):
         load_config(overrides=["model.threshold=2.0"])
     for wrong in ("0", "1", "1.5", "-0.1"):
-        with pytest.raises(ConfigError, match="model.min_score is a probability between 0 and 1"):
+        with pytest.raises(ConfigError, match=r"model.min_score must be > 0 and < 1, .*between 0 and 1"):
             load_config(overrides=[f"model.min_score={wrong}"])
     assert load_config().model.min_score == 0.5
     path = tmp_path / "old.yaml"
     path.write_text("model:\n  threshold: 0.0\n", encoding="utf-8")
     assert load_config(str(path)).model.min_score == 0.5
     assert "  threshold:" not in dump_config(load_config(str(path)))
+
+
+def number_keys():
+    import dataclasses
+
+    from globalpointer.config import RunConfig
+
+    def walk(cls, prefix):
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(f.type):
+                yield from walk(f.type, f"{prefix}{f.name}.")
+            elif f.type in (int, float):
+                yield prefix + f.name, f.type, f.metadata.get("bounds")
+
+    return list(walk(RunConfig, ""))
+
+
+@pytest.mark.parametrize("key, kind, bounds", number_keys())
+def test_every_number_key_declares_its_range_and_refuses_what_is_outside(key, kind, bounds):
+    assert bounds is not None, f"{key} has no bounds beside it"
+    outside = []
+    if bounds.low is not None:
+        outside.append(bounds.low - 1 if bounds.low_included else bounds.low)
+    if bounds.high is not None:
+        outside.append(bounds.high + 1 if bounds.high_included else bounds.high)
+    for value in outside:
+        value = int(value) if kind is int else value
+        with pytest.raises(ConfigError, match=rf"^--set {re.escape(key)}=\S+: {re.escape(key)} must be "):
+            load_config(overrides=[f"{key}={value}"])
+    if kind is int:  # any whole number YAML reads: never a traceback from Paddle or numpy later
+        with pytest.raises(ConfigError, match=f"--set {re.escape(key)}=.*(64-bit|must be)"):
+            load_config(overrides=[f"{key}={10 ** 30}"])
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
+    """RELIABILITY: attack 4, case 13."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("train:\n  epochs: 2\ndata:\n  train: a.jsonl\ntrain:\n  lr: 9.0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"twice.yaml:5: 'train' is written twice, on lines 1 and 5"):
+        load_config(str(path))
+    path.write_text("train:\n  epochs: 2\n  lr: 1e-5\n  epochs: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"'epochs' is written twice, on lines 2 and 4"):
+        load_config(str(path))
+    path.write_text("base: &base\n  epochs: 2\ntrain:\n  <<: *base\n  epochs: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown config key 'base'"):  # a merge may be overridden: no duplicate
+        load_config(str(path))
+
+
+def test_a_bad_value_from_set_is_blamed_on_set_not_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  epochs: 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^--set train.lr=abc: train.lr: expected a number, got 'abc'$"):
+        load_config(str(path), ["train.lr=abc"])
+    path.write_text("train:\n  epochs: two\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"train.epochs: expected a whole number, got 'two' \(in .*run.yaml\)"):
+        load_config(str(path), ["train.lr=1e-5"])
+    with pytest.raises(ConfigError, match=r"^--set train=3: train: expected a mapping of keys, got 3$"):
+        load_config(str(path), ["train=3"])

@@ -430,8 +430,9 @@ def test_a_max_length_beyond_an_exports_positions_is_refused_before_the_work(tra
     assert "exceeds the 512 positions" in capsys.readouterr().err and not (tmp_path / "out.jsonl").exists()
 
 
-@pytest.mark.parametrize("override, message", [("serve.port=70000", "serve.port must be a TCP port"),
-                                               ("serve.batch_wait_ms=1e12", "serve.batch_wait_ms must be at most")])
+@pytest.mark.parametrize("override, message", [("serve.port=70000", "serve.port must be >= 0 and <= 65535"),
+                                               ("serve.batch_wait_ms=1e12", "serve.batch_wait_ms must be >= 0 and "
+                                                                            "<= 1000")])
 def test_service_settings_that_cannot_work(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])

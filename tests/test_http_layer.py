@@ -158,7 +158,7 @@ def test_a_port_in_use_or_out_of_range_is_one_line(kind, trained, tmp_path):
         taken.listen(1)
         port = taken.getsockname()[1]
         for value, message in ((str(port), f"port {port} on 127.0.0.1 is in use"),
-                               ("70000", "must be a TCP port, 0 to 65535, got 70000")):
+                               ("70000", "serve.port must be >= 0 and <= 65535, got 70000")):
             result = subprocess.run([sys.executable, "-m", "globalpointer", kind, "--model",
                                      str(trained / "run" / "best"), "--port", value, "--work-dir",
                                      str(tmp_path / "rounds")][:None if kind != "serve" else -2],

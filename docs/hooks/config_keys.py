@@ -12,9 +12,10 @@ def key_table() -> str:
         sections.setdefault(section, []).append(item)
     parts = []
     for section, items in sections.items():
-        parts.append(f"### {section}\n\n| key | default | choices | what it does |\n|---|---|---|---|")
+        parts.append(f"### {section}\n\n| key | default | choices or range | what it does |\n|---|---|---|---|")
         for item in items:
-            choices = " ".join(f"`{choice}`" for choice in item.choices) if item.choices else ""
+            choices = " ".join(f"`{choice}`" for choice in item.choices) if item.choices else \
+                (f"{item.bounds}" if item.bounds else "")
             text = item.help.replace("|", "\\|")
             parts.append(f"| `{item.key}` | `{yaml_scalar(item.default)}` | {choices} | {text} |")
         parts.append("")
