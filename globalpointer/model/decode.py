@@ -1,5 +1,6 @@
 """Logits -> spans.  Spans are ``(type, start, end, score)`` with token indices, end inclusive,
 and score = sigmoid(logit).  A threshold is one logit for every type or a sequence of one per type."""
+import bisect
 import math
 from typing import List, Sequence, Union
 
@@ -56,9 +57,19 @@ def decode_logit_array(logits: np.ndarray, span_text: np.ndarray, tril_mask: boo
 
 
 def select_flat(entities: Sequence[Entity]) -> List[Entity]:
-    """Greedy by score: keep the best entity, drop every entity overlapping a kept one, repeat."""
+    """Greedy by score: keep the best entity, drop every entity overlapping a kept one, repeat (the
+    plain formula: ``reference.select_flat``).  Kept entities never overlap, so their starts and their
+    ends sort alike, and a bisect finds the only two that could overlap a candidate: n log n, where
+    testing every kept one grew with the square of a text's length (a 24,000-character text with many
+    candidate spans took 36 s)."""
+    starts: List[int] = []
+    ends: List[int] = []
     kept: List[Entity] = []
     for entity in sorted(entities, key=lambda e: (-e.score, e.start, e.end)):
-        if all(entity.end <= k.start or entity.start >= k.end for k in kept):
-            kept.append(entity)
+        at = bisect.bisect_right(starts, entity.start)
+        if (at and ends[at - 1] > entity.start) or (at < len(starts) and starts[at] < entity.end):
+            continue
+        starts.insert(at, entity.start)
+        ends.insert(at, entity.end)
+        kept.append(entity)
     return sorted(kept, key=lambda e: (e.start, e.end, e.type))

@@ -11,7 +11,7 @@ from typing import List
 
 import numpy as np
 
-from ..spans import TokenSpan
+from ..spans import Entity, TokenSpan
 from .decode import Threshold, spans_from_hits, threshold_array
 from .masks import MASKED_LOGIT
 
@@ -123,3 +123,13 @@ def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.
     limits = threshold_array(threshold)
     hits = np.argwhere((logits > limits.reshape(1, -1, 1, 1)) & mask)
     return spans_from_hits(hits, logits[tuple(hits.T)], logits.shape[0])
+
+
+def select_flat(entities: List[Entity]) -> List[Entity]:
+    """Flat entities, as plainly as it can be said: the best-scored entity is kept, every entity
+    overlapping a kept one is dropped, and so on down the scores (``decode.select_flat`` is the fast path)."""
+    kept: List[Entity] = []
+    for entity in sorted(entities, key=lambda e: (-e.score, e.start, e.end)):
+        if all(entity.end <= k.start or entity.start >= k.end for k in kept):
+            kept.append(entity)
+    return sorted(kept, key=lambda e: (e.start, e.end, e.type))
