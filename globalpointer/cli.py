@@ -21,8 +21,14 @@ from .runtime import launch_position
 log = logging.getLogger("globalpointer")
 
 
-# A full disk, a file-size limit, a read-only or forbidden location: the user's to fix, not a bug.
-FILE_SYSTEM_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+# A full disk, a file-size limit, a read-only or forbidden location, a file where a folder should be: the
+# user's to fix, not a bug; each with what fixes it
+SPACE = "free space, or choose another location"
+FILE_SYSTEM_FAULTS = {errno.ENOSPC: SPACE, errno.EDQUOT: SPACE, errno.EFBIG: SPACE,
+                      errno.EROFS: "choose a location that can be written", errno.EACCES: "choose a location "
+                      "that can be written", errno.EPERM: "choose a location that can be written",
+                      errno.ENOTDIR: "a part of the path is a file, not a folder: choose another path",
+                      errno.EISDIR: "name a file, not a folder"}
 
 
 def whole_number(minimum: int) -> Callable[[str], int]:
@@ -85,8 +91,14 @@ def _run(main, argv: Optional[List[str]], prog: str) -> int:
         if error.errno not in FILE_SYSTEM_FAULTS:
             raise
         where = f"{error.filename}: " if error.filename else ""
-        print(f"error: {where}{error.strerror or error}; free space, or choose a location that can be written, and "
-              f"run again (no finished file was replaced by a part of one)", file=sys.stderr)
+        print(f"error: {where}{error.strerror or error}; {FILE_SYSTEM_FAULTS[error.errno]}, and run again (no "
+              f"finished file was replaced by a part of one)", file=sys.stderr)
+        return 2
+    except MemoryError as error:  # Python's, and Paddle's ResourceExhausted (a MemoryError too)
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no memory left"
+        print(f"error: out of memory ({detail}); predict or train fewer rows at a time (--batch-size, "
+              f"inference.batch_size, train.batch_size), shorter windows (data.max_length), or on a machine with "
+              f"more memory", file=sys.stderr)
         return 2
     except Exception:
         if not TERMINATION.is_set():  # SIGTERM turned into another error inside Paddle's C++ code
@@ -389,8 +401,6 @@ def _plot(argv, prog) -> int:
     parser = argparse.ArgumentParser(prog=prog, description="Learning curves of a run: RUN_DIR/metrics.png.")
     parser.add_argument("run_dir", help="a run directory (output_dir of train) holding metrics.csv")
     args = parser.parse_args(argv)
-    if not os.path.isfile(os.path.join(args.run_dir, "metrics.csv")):
-        raise UserError(f"{args.run_dir} holds no metrics.csv; name a run directory (output_dir of a training run)")
     print(plot_run(args.run_dir))
     return 0
 

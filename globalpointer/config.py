@@ -394,8 +394,10 @@ def read_yaml(path: str) -> Dict[str, Any]:
 
 
 def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = None,
-                base: Optional[Dict[str, Any]] = None) -> RunConfig:
-    """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides."""
+                base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set") -> RunConfig:
+    """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides.  An error in
+    an override's value names ``overrides_from`` and the item (None: the key alone, for callers that
+    say where it came from themselves)."""
     tree: Dict[str, Any] = {}
     for layer in (base or {}, read_yaml(path) if path else {}):
         for section, values in layer.items():
@@ -418,7 +420,9 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
     except ConfigError as error:
         key = getattr(error, "key", "")
         given = next((item for name, item in set_by.items() if key == name or key.startswith(name + ".")), None)
-        raise ConfigError(f"--set {given}: {error}" if given else f"{error}{where}") from None
+        if given is None:
+            raise ConfigError(f"{error}{where}") from None
+        raise ConfigError(f"{overrides_from} {given}: {error}" if overrides_from else str(error)) from None
     validate(config)
     return config
 

@@ -393,7 +393,7 @@ def test_a_read_only_location_is_one_line(trained, tmp_path, monkeypatch, capsys
     (tmp_path / "in.txt").write_text("张三\n", encoding="utf-8")
     assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
                          "--output", str(tmp_path / "out.jsonl")]) == 2
-    assert "Read-only file system; free space, or choose a location" in capsys.readouterr().err
+    assert "Read-only file system; choose a location that can be written" in capsys.readouterr().err
 
 
 def test_a_garbage_row_in_metrics_then_resume(tmp_path, capsys):

@@ -72,7 +72,7 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
     from globalpointer.model import encoders
 
     directory = bundled_or_skip("all-MiniLM-L6-v2")
-    monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path))
     convert = AutoModel.from_pretrained
     inner = []
 
@@ -94,7 +94,7 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
 def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
     from globalpointer.model import encoders
 
-    monkeypatch.setattr(encoders, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "hf"
     source.mkdir()
     (source / "config.json").write_text("{}")

@@ -154,3 +154,49 @@ def test_real_dataset_counts(shared_data):
     assert sum(len(r.entities) for r in read_records(f"{shared_data}/conll2003/valid.txt")) == 5942
     first = read_records(f"{shared_data}/cluener/train.json", limit=1)[0]
     assert first.entities[:2] == [Entity(0, 4, "company"), Entity(9, 12, "name")]
+
+
+# ---- what attack 4 found in the readers (docs/RELIABILITY.md, case 14) ----------------------------
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_a_tagged_file_reads_the_same_whatever_its_line_ends(tmp_path, end):
+    text = end.join(["张 B-PER", "三 I-PER", "在 O", "", "北 B-LOC", "京 I-LOC", ""])
+    records = read_records(write(tmp_path, "t.txt", text))
+    assert [r.text for r in records] == ["张三在", "北京"]
+    assert [spans(r) for r in records] == [[("张三", "PER")], [("北京", "LOC")]]
+
+
+def test_a_full_width_space_is_a_token_not_a_separator(tmp_path):
+    text = "张 B-PER\n三 I-PER\n\u3000 O\n在 O\n\n北\tB-LOC\n\u3000\tO\n"
+    records = read_records(write(tmp_path, "t.txt", text), format="chars")
+    assert [r.text for r in records] == ["张三\u3000在", "北\u3000"]
+    with pytest.raises(DataError, match=r"t2.txt:2: expected a token and a tag .*a line of whitespace other than "
+                                        r"spaces and tabs"):
+        read_records(write(tmp_path, "t2.txt", "张 B-PER\n\u3000\n"), format="chars")
+
+
+def test_a_zip_member_is_unpacked_only_up_to_its_bound(tmp_path, monkeypatch):
+    import zipfile
+
+    from globalpointer.data import readers
+
+    path = tmp_path / "export.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("all.jsonl", json.dumps({"text": "张三", "label": []}) + "\n" + " " * 50000)
+    monkeypatch.setattr(readers, "MAX_UNZIPPED_BYTES", 10000)
+    with pytest.raises(DataError, match="all.jsonl unpacks to more than 10000 bytes; unzip it yourself"):
+        read_records(str(path))
+    monkeypatch.setattr(readers, "MAX_UNZIPPED_BYTES", 60000)
+    assert [r.text for r in read_records(str(path))] == ["张三"]
+
+
+def test_a_limited_read_stops_where_its_records_end(tmp_path):
+    """calibration reads 256 texts of a training file: the rest of a big file is never read (here, a
+    broken last line that a whole read would stop at)."""
+    line = json.dumps({"text": "张三在北京" * 20, "label": {"name": {"张三": [[0, 1]]}}}, ensure_ascii=False)
+    path = write(tmp_path, "big.json", (line + "\n") * 30000 + "{broken\n")
+    assert len(read_records(path, limit=256)) == 256
+    with pytest.raises(DataError, match=r"big.json:30001: malformed JSON"):
+        read_records(path)
+    tagged = write(tmp_path, "big.txt", "张 B-PER\n三 I-PER\n\n" * 400000 + "broken-line-without-tag\n")
+    assert [r.text for r in read_records(tagged, format="chars", limit=3)] == ["张三"] * 3

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import zipfile
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -66,7 +67,9 @@ class ErrorPolicy:
 
 
 ZIP_MAGIC = b"PK\x03\x04"
-MAX_UNZIPPED_BYTES = 2 ** 31  # an annotation export this large is no export: refused, not unpacked
+# What the data file inside an export zip may unpack to, counted as it unpacks (a member's declared size can
+# lie): doccano and Label Studio exports of NER projects are megabytes; a zip bomb is refused, not unpacked
+MAX_UNZIPPED_BYTES = 512 * 2 ** 20
 
 
 def unzip_export(path: str, raw: bytes) -> bytes:
@@ -79,11 +82,16 @@ def unzip_export(path: str, raw: bytes) -> bytes:
             if len(chosen) != 1:
                 names = ", ".join(m.filename for m in members) or "nothing"
                 raise DataError(f"{path}: a zip holding {names}; unzip it and name the file to read")
+            too_big = DataError(f"{path}: {chosen[0].filename} unpacks to more than {MAX_UNZIPPED_BYTES} bytes; "
+                                f"unzip it yourself and name the file")
             if chosen[0].file_size > MAX_UNZIPPED_BYTES:
-                raise DataError(f"{path}: {chosen[0].filename} unpacks to {chosen[0].file_size} bytes; unzip it "
-                                f"yourself and name the file")
+                raise too_big
             log.info("%s: reading %s from the zip", path, chosen[0].filename)
-            return archive.read(chosen[0])
+            with archive.open(chosen[0]) as member:
+                content = member.read(MAX_UNZIPPED_BYTES + 1)
+            if len(content) > MAX_UNZIPPED_BYTES:
+                raise too_big
+            return content
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as error:
         raise DataError(f"{path}: a zip file that cannot be read ({error}); unzip it and name the file") from None
 
@@ -107,10 +115,14 @@ def read_text(path: str) -> str:
 
 # ---- JSON formats ------------------------------------------------------------------------------
 
+LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def lines(text: str) -> List[str]:
-    """The file's lines, split on \\n alone (and a \\r before it), as JSON lines are: str.splitlines
-    would also split on U+2028, U+2029, U+0085 and other characters that JSON writes raw inside strings."""
-    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    """The file's lines, ended by \\n, \\r\\n or a lone \\r (old Mac files): str.splitlines would also
+    split on U+2028, U+2029, U+0085 and other characters that JSON writes raw inside strings (a raw
+    \\r it never does)."""
+    return LINE_END.split(text)
 
 
 def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
@@ -439,22 +451,32 @@ def json_format(path: str, objects: List[Tuple[int, object]]) -> str:
 
 # ---- tagged formats ----------------------------------------------------------------------------
 
+COLUMN_SPACE = " \t"  # what separates a tagged line's columns: a full-width space (U+3000) is a token, as in the text
+WHITESPACE_TOKEN_HINT = (" (a line of whitespace other than spaces and tabs: write the character, then a tab or space, "
+                         "then its tag)")
+
+
+def tagged_columns(line: str) -> List[str]:
+    """A tagged line's columns: split on tabs when it has one, else on runs of spaces."""
+    if "\t" in line:
+        return line.split("\t")
+    return [column for column in line.split(" ") if column]
+
+
 def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], List[str], List[str]]]:
     """(tokens, tags, file:line per token) per blank-line-separated sentence."""
     tokens, tags, where = [], [], []
     for number, line in enumerate(lines(text), 1):
-        stripped = line.strip()
+        stripped = line.strip(COLUMN_SPACE)
         if not stripped or stripped.startswith("-DOCSTART-"):
             if tokens:
                 yield tokens, tags, where
             tokens, tags, where = [], [], []
             continue
-        if "\t" in line:
-            columns = line.rstrip("\r\n").split("\t")
-        else:
-            columns = stripped.split()
+        columns = tagged_columns(line)
         if len(columns) < 2:
-            raise DataError(f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}")
+            raise DataError(f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}"
+                            f"{WHITESPACE_TOKEN_HINT if not line.strip() else ''}")
         token = columns[0] if columns[0] else " "
         tokens.append(token)
         tags.append(columns[-1].strip())
@@ -484,19 +506,63 @@ def detect_format(path: str, text: str) -> str:
     """The file's format, from every record of a JSON file, from the first 200 lines of a tagged one."""
     if is_json_file(text):
         return json_format(path, list(iter_json_objects(path, text, ErrorPolicy("skip"))))
-    head = [line for line in lines(text)[:200] if line.strip()]
+    head = [line for line in lines(text)[:200] if line.strip(COLUMN_SPACE)]
     if any(line.startswith("-DOCSTART-") for line in head):
         return "conll"
-    first_columns = [(line.split("\t") if "\t" in line else line.split())[0] for line in head]
-    if any(len(line.split()) >= 3 for line in head) or any(len(c) > 1 for c in first_columns):
+    columns = [tagged_columns(line) for line in head]
+    if any(len(row) >= 3 for row in columns) or any(len(row[0]) > 1 for row in columns if row):
         return "conll"
     return "chars"
 
 
+# A limited read starts with this much of the file, and reads four times as much until it has its records
+FIRST_PART_BYTES = 1 << 20
+BLANK_LINE = re.compile(rb"(?:\r?\n|\r)[ \t]*(?:\r?\n|\r)")  # where a tagged file's sentence ends
+
+
+def first_part(path: str, size: int) -> Optional[str]:
+    """The first ``size`` bytes of a JSON-lines or tagged file, cut where a record ends (a line end; a
+    blank line in a tagged file); None for a file that cannot be cut so (a zip, a JSON array, a part
+    without such an end)."""
+    with open(path, "rb") as handle:
+        raw = handle.read(size)
+    first = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if raw.startswith(ZIP_MAGIC) or first == b"[":
+        return None
+    if first == b"{":
+        end = max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1
+    else:
+        ends = [match.end() for match in BLANK_LINE.finditer(raw)]
+        end = ends[-1] if ends else 0
+    if end <= 0:
+        return None
+    try:
+        return raw[:end].decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None  # the whole file is read, and its error said with its line
+
+
 def read_records(path: str, format: str = "auto", on_error: str = "raise", limit: int = 0) -> List[Record]:
     """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out.
-    Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted."""
-    text = read_text(path)
+    Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted.
+    With ``limit``, the first ``limit`` records, reading no more of a big file than they take."""
+    if limit and os.path.isfile(path):
+        size, part = os.path.getsize(path), FIRST_PART_BYTES
+        while part < size:
+            text = first_part(path, part)
+            if text is None:
+                break
+            records = records_of_text(path, text, format, on_error, limit, final=False)
+            if len(records) >= limit:
+                return records
+            part *= 4
+    return records_of_text(path, read_text(path), format, on_error, limit)
+
+
+def records_of_text(path: str, text: str, format: str, on_error: str, limit: int,
+                    final: bool = True) -> List[Record]:
+    """``read_records`` of the file's ``text`` (its whole text when ``final``, else a first part of it,
+    for which no record is no error and nothing is reported)."""
     policy = ErrorPolicy(on_error)
     json_file = format in JSON_PARSERS or (format == "auto" and is_json_file(text))
     objects = list(iter_json_objects(path, text, policy)) if json_file else None
@@ -534,6 +600,8 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
                 break
     else:
         raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_PARSERS, *TAGGED_JOINERS])}")
+    if not final:
+        return records
     policy.report(path)
     if not records:
         left_out = f"; left out {policy.left_out_summary()}" if policy.left_out else ""

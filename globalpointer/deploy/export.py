@@ -105,6 +105,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         raise UserError(OPENVINO_MISSING)  # before the export's other steps, not after them
     output = os.path.normpath(output)
     check_export_target(output, checkpoint, requested)
+    calibration_texts = calibration_texts_of(openvino_calibration) if openvino_calibration else []
     loaded = load_checkpoint(checkpoint)
     check_span_head(loaded.config.model.head, f"export ({checkpoint})")
     partial = partial_directory(output)
@@ -118,7 +119,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         if quantize == "int8":
             quantize_onnx(partial)
         if openvino_calibration:
-            quantize_openvino(partial, openvino_calibration)
+            quantize_openvino(partial, calibration_texts, openvino_calibration)
         files = sorted(os.listdir(partial))
         info = {"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts, MANIFEST_KEY: files,
                 "sizes": {name: os.path.getsize(os.path.join(partial, name)) for name in files}}
@@ -224,10 +225,21 @@ def quantize_onnx(directory: str) -> str:
     return target
 
 
-def quantize_openvino(directory: str, calibration: str) -> str:
+def calibration_texts_of(calibration: str) -> List[str]:
+    """The texts OpenVINO's INT8 model is calibrated on: the first OPENVINO_CALIBRATION_TEXTS of the file,
+    read (no more of it than they take) and checked before the export does anything else."""
+    from ..corpus import load_records
+
+    texts = [record.text for record in load_records(calibration, limit=OPENVINO_CALIBRATION_TEXTS) if record.text]
+    if not texts:
+        raise UserError(f"--openvino-calibration {calibration}: no texts to calibrate on")
+    return texts
+
+
+def quantize_openvino(directory: str, texts: List[str], calibration: str) -> str:
     """``model.onnx`` -> OpenVINO's ``model.int8.xml`` + ``.bin``: NNCF's post-training quantization
     for transformers (SmoothQuant, int8 weights per channel, activations' ranges measured once on the
-    forward passes of the first OPENVINO_CALIBRATION_TEXTS texts of ``calibration``, as prediction
+    forward passes of ``texts`` (``calibration_texts_of`` the file ``calibration``), as prediction
     batches them).  On 2 AMD EPYC cores it ran 1.11-1.18x as fast as ``model.int8.onnx``, with the
     dev F1 of float32 (docs/performance.md)."""
     os.environ.setdefault("NNCF_CI", "1")  # else NNCF sends usage events to Google Analytics on import
@@ -236,12 +248,8 @@ def quantize_openvino(directory: str, calibration: str) -> str:
         import openvino
     except ImportError:
         raise UserError(OPENVINO_MISSING) from None
-    from ..corpus import load_records
     from ..inference.pipeline import load
 
-    texts = [record.text for record in load_records(calibration, limit=OPENVINO_CALIBRATION_TEXTS) if record.text]
-    if not texts:
-        raise UserError(f"--openvino-calibration {calibration}: no texts to calibrate on")
     extractor = load(directory, ["inference.backend=onnxruntime", "inference.precision=float32"]).extractor
     windows = extractor.featurizer.text_windows(texts)
     feeds = [extractor.pass_inputs(windows, rows) for rows in extractor.passes(windows)]

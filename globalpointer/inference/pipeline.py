@@ -99,7 +99,7 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
                               f"(model__min_score=0.8 is --set model.min_score=0.8){hint}")
     keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
     try:
-        load_config(overrides=keyword_items)  # each value checked on its own, before the model's config
+        load_config(overrides=keyword_items, overrides_from=None)  # each value checked on its own, before the model's
     except ConfigError as error:
         raise ConfigError(f"load(): {error}") from None
     return list(overrides or []) + keyword_items
@@ -142,7 +142,8 @@ def _compiled_network(resolved, config: RunConfig, settings):
     try:
         network = BACKENDS["paddle-inference"].build(program, settings)
     except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
-        drop_compiled(program, f"it does not load: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}")
+        last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+        drop_compiled(program, f"it does not load: {last_line}")
         return None
     log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
              directory, program)

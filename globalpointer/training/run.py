@@ -17,6 +17,7 @@ from tqdm import tqdm
 from ..checkpoint import DECODING_KEYS, TrainedFor, resolve_checkpoint, write_checkpoint
 from ..config import RunConfig, dump_config, flatten_config, load_config
 from ..errors import CheckpointError, ConfigError
+from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions
 from ..model.network import load_weights
 from ..model.weights import read_state
@@ -34,10 +35,6 @@ CHECKPOINTS = ("best", "last")
 RUN_FILES = (*CHECKPOINTS, "metrics.csv", "metrics.png", "config.yaml", "dev_report.json", "test_report.json",
              "summary.json")
 RUN_MARKERS = (*CHECKPOINTS, "metrics.csv")  # a directory holding one of these holds a run
-# f1_without_average: with train.ema_decay, the dev F1 of the trained weights themselves (the other
-# columns are the average's), so that one run shows what the average adds
-METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "f1_without_average", "seconds",
-                   "windows_per_second"]
 
 
 @dataclasses.dataclass
@@ -171,15 +168,7 @@ def _keep_metrics_until(path: str, step: int) -> None:
     (the resumed run logs those steps again)."""
     if not os.path.exists(path):
         return
-    rows = []
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for row in reader:
-            if not (row.get("step") or "").isdigit():
-                raise CheckpointError(f"{path}:{reader.line_num}: step {row.get('step')!r} is not a whole number; "
-                                      f"the file was edited or is corrupted: fix or delete that row")
-            if int(row["step"]) <= step:
-                rows.append(row)
+    rows = [row for row in read_metrics(path) if int(row["step"]) <= step]
     if not rows:
         os.remove(path)
         return
