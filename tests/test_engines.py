@@ -96,3 +96,32 @@ def test_spark_udf_gives_predict_pys_entities(trained, texts_and_expected):
     import pyarrow.parquet as pq
 
     assert {row["id"]: row["entities"] for row in pq.read_table(str(tmp / "spark-parquet")).to_pylist()} == expected
+
+
+class FakeNer:
+    def __call__(self, texts):
+        return [[{"start": 0, "end": 1, "type": "X", "text": text[:1], "score": 0.5}] if text else [] for text in texts]
+
+
+@pytest.mark.parametrize("batch_format", ["pandas", "numpy"])  # an Arrow column has one type and holds UTF-8
+def test_a_text_column_that_holds_no_text_is_named_with_its_row(batch_format):
+    """RELIABILITY: attack 4, case 16."""
+    import numpy as np
+    import pandas as pd
+
+    from globalpointer.deploy.engines import RayPredictor
+
+    predictor = RayPredictor.__new__(RayPredictor)  # the model is a stand-in: the column's check is under test
+    predictor.ner, predictor.text_column, predictor.entities_column = FakeNer(), "body", "entities"
+    cases = [(["a", 7, "b"], r"column 'body', row 1 of the batch: int 7, not text; cast the column to string"),
+             (["a", "b\ud800c"], r"column 'body', row 1 of the batch holds a lone surrogate at character 1")]
+    for texts, message in cases:
+        if batch_format == "pandas":
+            batch = pd.DataFrame({"body": pd.Series(texts, dtype=object), "id": range(len(texts))})
+        else:
+            batch = {"body": np.array(texts, dtype=object), "id": np.arange(len(texts))}
+        with pytest.raises(ValueError, match=message):
+            predictor(batch)
+    ok = predictor(pd.DataFrame({"body": ["abc", None, float("nan")]}))
+    found = ok.column("entities").to_pylist()
+    assert found[1:] == [None, None] and found[0][0]["text"] == "a"

@@ -1,6 +1,8 @@
 """The Python API a user reaches first: load a saved model, call it on text (README, "From Python")."""
 import json
 
+import pytest
+
 import globalpointer
 
 
@@ -135,3 +137,13 @@ def test_the_api_logs_warnings_only_unless_asked(trained):
     assert quiet.returncode == 0 and quiet.stdout.startswith("[") and "INFO" not in quiet.stderr, quiet.stderr
     told = subprocess.run([sys.executable, "-c", script, "info"], capture_output=True, text=True, timeout=300)
     assert "dynamic backend on cpu" in told.stderr
+
+
+def test_a_lone_surrogate_is_refused_as_the_service_refuses_it(trained):
+    import globalpointer
+
+    ner = globalpointer.load(str(trained / "run" / "best"))
+    with pytest.raises(ValueError, match=r"pipe\(\): text 1 holds a lone surrogate at character 2"):
+        list(ner.pipe(["张三", "北京\udc80"]))
+    with pytest.raises(ValueError, match=r"ner\(\) holds a lone surrogate at character 0"):
+        ner("\ud800")

@@ -16,6 +16,7 @@ Either way the entities of a text are a column of type ``ENTITIES`` (Arrow) / ``
 (Spark): a list of structs ``start, end, type, text, score`` with character offsets, end exclusive,
 as predict.py writes them; the other columns are kept.  A null text gets null entities.
 """
+import math
 from typing import Dict, Optional, Sequence, Tuple
 
 ENTITIES_DDL = "array<struct<start:int,end:int,type:string,text:string,score:double>>"
@@ -43,9 +44,32 @@ def loaded_pipeline(model: str, overrides: Sequence[str] = (), backend: Optional
     return _LOADED[key]
 
 
-def extract_column(ner, texts) -> list:
+def missing(value) -> bool:
+    """A missing text: None, or the NaN pandas keeps for one."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def check_column(texts, column: str) -> None:
+    """Every value of the text column is a text or missing; else a ValueError naming the column, the row
+    of the batch and what would fix it (a lone surrogate cannot be tokenized nor written back)."""
+    from ..data.readers import lone_surrogate_at
+
+    for row, text in enumerate(texts):
+        if missing(text):
+            continue
+        if not isinstance(text, str):
+            raise ValueError(f"column {column!r}, row {row} of the batch: {type(text).__name__} {text!r:.60}, not "
+                             f"text; cast the column to string first")
+        at = lone_surrogate_at(text)
+        if at is not None:
+            raise ValueError(f"column {column!r}, row {row} of the batch holds a lone surrogate at character {at} "
+                             f"(a broken \\uXXXX escape), which is no character: repair or drop that row")
+
+
+def extract_column(ner, texts, column: str = "text") -> list:
     """Entity dicts for each text; None for a missing text."""
-    present = [index for index, text in enumerate(texts) if text is not None]
+    check_column(texts, column)
+    present = [index for index, text in enumerate(texts) if not missing(text)]
     found = ner([texts[index] for index in present]) if present else []
     entities = [None] * len(texts)
     for index, own in zip(present, found):
@@ -71,14 +95,17 @@ class RayPredictor:
     def __call__(self, batch):
         import pyarrow as pa
 
+        names = batch.column_names if isinstance(batch, pa.Table) else list(batch.keys())
+        if self.text_column not in names:
+            raise KeyError(f"the batch has no column {self.text_column!r} (columns: {', '.join(map(str, names))}); "
+                           f"pass text_column= in fn_constructor_kwargs")
+        # the texts are checked before Arrow converts the batch, whose own error on a mixed column names neither
+        texts = batch.column(self.text_column).to_pylist() if isinstance(batch, pa.Table) else \
+            list(batch[self.text_column])
+        entities = pa.array(extract_column(self.ner, texts, self.text_column), type=entity_arrow_type())
         table = batch if isinstance(batch, pa.Table) else \
             pa.Table.from_pandas(batch, preserve_index=False) if hasattr(batch, "to_numpy") else \
             pa.table({name: list(values) for name, values in batch.items()})
-        if self.text_column not in table.column_names:
-            raise KeyError(f"the batch has no column {self.text_column!r} (columns: {', '.join(table.column_names)}); "
-                           f"pass text_column= in fn_constructor_kwargs")
-        entities = pa.array(extract_column(self.ner, table.column(self.text_column).to_pylist()),
-                            type=entity_arrow_type())
         if self.entities_column in table.column_names:
             table = table.drop_columns([self.entities_column])
         return table.append_column(self.entities_column, entities)
@@ -94,7 +121,6 @@ def entities_udf(model: str, overrides: Sequence[str] = (), backend: Optional[st
 
     @pandas_udf(ENTITIES_DDL)
     def entities(texts: pd.Series) -> pd.Series:
-        values = [None if text is None or (isinstance(text, float) and pd.isna(text)) else text for text in texts]
-        return pd.Series(extract_column(loaded_pipeline(*settings), values))
+        return pd.Series(extract_column(loaded_pipeline(*settings), list(texts)))
 
     return entities

@@ -78,7 +78,13 @@ class Pipeline:
 
 
 def _text(text, where: str) -> str:
+    from ..data.readers import lone_surrogate_at
+
     if isinstance(text, str):
+        at = lone_surrogate_at(text)
+        if at is not None:  # as the service answers it (422): it is no character, and cannot be tokenized
+            raise ValueError(f"{where} holds a lone surrogate at character {at} (a broken \\uXXXX escape), which "
+                             f"is no character: repair the text")
         return text
     if isinstance(text, bytes):
         raise TypeError(f"{where} takes text (str), got bytes: decode them first, e.g. data.decode('utf-8')")
