@@ -13,11 +13,13 @@ one core over the load.  The service runs as configured (``serve.workers``: one 
 default; ``--set serve.workers=1`` for one process on every core).
 The host and numpy's float32 GEMM rate are printed first: compare numbers within one run only.
 
-With ``--heavy``, for each ``--workers`` count: one maximal request (texts summing to
-``serve.max_request_tokens``) is kept in flight the whole time while the one-text clients run (their
-p50 / p99 and errors are what a large request costs the others), then SIGTERM is sent while a
-maximal request runs, and the seconds until the service has exited are reported next to
-``serve.shutdown_timeout_s``.
+With ``--heavy``, for each ``--workers`` count and each ``--service`` (``serve``, and the Label Studio
+backend, which stands on the same HTTP layer): one maximal request (texts summing to
+``serve.max_request_tokens``, or with ``--big-text N`` one text of N characters) is kept in flight the
+whole time while the one-text clients run (their p50 / p99 and errors are what a large request costs
+the others), then SIGTERM is sent while a maximal request runs, and the seconds until the service has
+exited are reported next to ``serve.shutdown_timeout_s``.  ``--set model.min_score=1e-6`` makes a
+model predict many spans (the decoding a long text costs then grows with them).
 """
 import argparse
 import http.client
@@ -42,20 +44,35 @@ from globalpointer.deploy.serve import workers_serving
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_service(model: str, backend: str, port: int, log_path: str, settings) -> Tuple[subprocess.Popen, int]:
+# the Label Studio backend's labeling interface for the requests below: every type, text in data.text
+INTERFACE = ('<View><Labels name="label" toName="text">{}</Labels><Text name="text" value="$text"/></View>')
+
+
+def request_for(service: str, texts, labels=("name",)) -> Tuple[str, str]:
+    """(path, JSON body) asking ``service`` for the entities of ``texts``."""
+    if service == "serve":
+        return "/v1/extract", json.dumps({"texts": list(texts)})
+    interface = INTERFACE.format("".join(f'<Label value="{label}"/>' for label in labels))
+    return "/predict", json.dumps({"tasks": [{"data": {"text": text}} for text in texts], "label_config": interface})
+
+
+def start_service(model: str, backend: str, port: int, log_path: str, settings,
+                  service: str = "serve") -> Tuple[subprocess.Popen, int]:
     """The service and its number of worker processes, once every worker answers (a worker still
     loading its model when the load starts would leave the others every connection)."""
     log = open(log_path, "w")
     overrides = [item for setting in settings for item in ("--set", setting)]
-    process = subprocess.Popen([sys.executable, "-m", "globalpointer", "serve", "--model", os.path.abspath(model),
-                                "--backend", backend, "--port", str(port), *overrides],
+    extra = ["--work-dir", log_path + ".rounds"] if service != "serve" else []
+    process = subprocess.Popen([sys.executable, "-m", "globalpointer", service, "--model", os.path.abspath(model),
+                                "--backend", backend, "--port", str(port), *extra, *overrides],
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 180
     while time.time() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"the service exited; see {log_path}")
         with open(log_path) as written:
-            workers = workers_serving(written.read())
+            output = written.read()
+        workers = workers_serving(output) if service == "serve" else int("Application startup complete" in output)
         if workers:
             return process, workers
         time.sleep(0.3)
@@ -63,7 +80,7 @@ def start_service(model: str, backend: str, port: int, log_path: str, settings) 
     raise SystemExit(f"the service did not start within 180 s; see {log_path}")
 
 
-def load(port: int, texts, clients: int):
+def load(port: int, texts, clients: int, service: str = "serve", labels=("name",)):
     """(seconds, the clients' CPU seconds, latencies, errors) of one request per text, ``clients`` requests in flight, each
     client on one kept-alive connection (as wrk and hey send their load)."""
     work: "queue.Queue" = queue.Queue()
@@ -78,10 +95,10 @@ def load(port: int, texts, clients: int):
                 text = work.get_nowait()
             except queue.Empty:
                 break
-            body = json.dumps({"texts": [text]})
+            path, body = request_for(service, [text], labels)
             start = time.perf_counter()
             try:
-                connection.request("POST", "/v1/extract", body, {"Content-Type": "application/json"})
+                connection.request("POST", path, body, {"Content-Type": "application/json"})
                 answer = connection.getresponse()
                 ok = answer.status == 200 and len(json.loads(answer.read())["results"]) == 1
                 failure = None if ok else f"status {answer.status} or a wrong number of results"
@@ -117,58 +134,70 @@ def maximal_request(texts, budget: int, text_chars: int):
 
 def heavy(args, texts, reference: float) -> None:
     config = globalpointer.inference.pipeline.inference_config(args.model, args.set, backend=args.backend).serve
-    big = {"texts": maximal_request(texts, config.max_request_tokens, min(config.max_text_chars, 4000))}
+    labels = globalpointer.load(args.model, args.set, backend=args.backend).labels
+    if args.big_text:
+        pool = "".join(texts)
+        big_texts = [(pool * (args.big_text // len(pool) + 1))[:args.big_text]]
+    else:
+        big_texts = maximal_request(texts, config.max_request_tokens, min(config.max_text_chars, 4000))
     rows = Rows()
-    for workers in (int(w) for w in args.workers.split(",")):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_heavy_{port}.log")
-        service, _ = start_service(args.model, args.backend, port, log_path,
-                                   args.set + [f"serve.workers={workers}", "serve.max_body_bytes=100000000"])
-        stop, big_answers = threading.Event(), []
-
-        def keep_one_big_in_flight():
-            while not stop.is_set():
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-                start = time.perf_counter()
-                try:
-                    connection.request("POST", "/v1/extract", json.dumps(big), {"Content-Type": "application/json"})
-                    answer = connection.getresponse()
-                    answer.read()
-                    big_answers.append((answer.status, time.perf_counter() - start))
-                except Exception as error:  # SIGTERM below closes it
-                    big_answers.append((repr(error), time.perf_counter() - start))
-                connection.close()
-
-        try:
-            load(port, texts[:32], 4)  # warm up
-            runner = threading.Thread(target=keep_one_big_in_flight)
-            runner.start()
-            time.sleep(2.0)  # the maximal request is being predicted
-            seconds, _, latencies, errors = load(port, texts, args.heavy_clients)
-            ordered = sorted(latencies)
-            stop.set()
-            time.sleep(1.0)  # the next maximal request is in flight when the signal comes
-            signalled = time.perf_counter()
-            service.send_signal(signal.SIGTERM)
-            service.wait(timeout=600)
-            exit_seconds = time.perf_counter() - signalled
-            runner.join(timeout=600)
-        finally:
-            if service.poll() is None:
-                service.kill()
-        rows.add({"workers": workers, "small clients": args.heavy_clients, "requests": len(texts),
-                  "maximal request": f"{len(big['texts'])} texts, {config.max_request_tokens} tokens",
-                  "maximal s": f"{statistics.median([s for status, s in big_answers if status == 200] or [0]):.1f}",
-                  "small texts/s": f"{len(texts) / seconds:.1f}",
-                  "small p50 ms": f"{ordered[len(ordered) // 2] * 1000:.1f}",
-                  "small p99 ms": f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000:.1f}",
-                  "errors": len(errors), "SIGTERM to exit s": f"{exit_seconds:.1f}",
-                  "shutdown_timeout_s": config.shutdown_timeout_s})
-        if errors:
-            print("first error:", errors[0])
+    for service_kind in args.service.split(","):
+        for workers in (int(w) for w in args.workers.split(",")) if service_kind == "serve" else (1,):
+            heavy_run(args, service_kind, workers, texts, big_texts, labels, config, rows)
     rows.finish()
+
+
+def heavy_run(args, service_kind, workers, texts, big_texts, labels, config, rows) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_heavy_{port}.log")
+    settings = args.set + ["serve.max_body_bytes=100000000"] + [f"serve.workers={workers}"] * (service_kind == "serve")
+    service, _ = start_service(args.model, args.backend, port, log_path, settings, service_kind)
+    stop, big_answers = threading.Event(), []
+    path, body = request_for(service_kind, big_texts, labels)
+
+    def keep_one_big_in_flight():
+        while not stop.is_set():
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            start = time.perf_counter()
+            try:
+                connection.request("POST", path, body, {"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                answer.read()
+                big_answers.append((answer.status, time.perf_counter() - start))
+            except Exception as error:  # SIGTERM below closes it
+                big_answers.append((repr(error), time.perf_counter() - start))
+            connection.close()
+
+    try:
+        load(port, texts[:32], 4, service_kind, labels)  # warm up
+        runner = threading.Thread(target=keep_one_big_in_flight)
+        runner.start()
+        time.sleep(2.0)  # the maximal request is being predicted
+        seconds, _, latencies, errors = load(port, texts, args.heavy_clients, service_kind, labels)
+        ordered = sorted(latencies)
+        stop.set()
+        time.sleep(1.0)  # the next maximal request is in flight when the signal comes
+        signalled = time.perf_counter()
+        service.send_signal(signal.SIGTERM)
+        service.wait(timeout=600)
+        exit_seconds = time.perf_counter() - signalled
+        runner.join(timeout=600)
+    finally:
+        if service.poll() is None:
+            service.kill()
+    rows.add({"service": service_kind, "workers": workers, "small clients": args.heavy_clients,
+              "requests": len(texts),
+              "maximal request": f"{len(big_texts)} texts, {sum(map(len, big_texts))} characters",
+              "maximal s": f"{statistics.median([s for status, s in big_answers if status == 200] or [0]):.1f}",
+              "small texts/s": f"{len(texts) / seconds:.1f}",
+              "small p50 ms": f"{ordered[len(ordered) // 2] * 1000:.1f}",
+              "small p99 ms": f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000:.1f}",
+              "errors": len(errors), "SIGTERM to exit s": f"{exit_seconds:.1f}",
+              "shutdown_timeout_s": config.shutdown_timeout_s})
+    if errors:
+        print("first error:", errors[0])
 
 
 def main():
@@ -180,7 +209,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of predict.py's path (median)")
     parser.add_argument("--heavy", action="store_true", help="small clients while a maximal request runs; SIGTERM")
     parser.add_argument("--heavy-clients", type=int, default=16, help="--heavy: one-text clients")
-    parser.add_argument("--workers", default="1,2", help="--heavy: service processes, one run each")
+    parser.add_argument("--workers", default="1,2", help="--heavy: service processes, one run each (serve)")
+    parser.add_argument("--service", default="serve", help="--heavy: serve, label-studio-backend, or both (comma)")
+    parser.add_argument("--big-text", type=int, default=0,
+                        help="--heavy: the maximal request is one text of this many characters")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for the service and predict.py's path, "
                              "e.g. --set serve.batch_wait_ms=10")

@@ -49,6 +49,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     reading_headers = False
     header_bytes = 0
+    refused = False  # the connection was answered 431 and is closing
 
     @property
     def max_header_bytes(self) -> int:
@@ -66,7 +67,17 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             return
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        if not self.refused:  # the body of a refused request: nobody reads it
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self.refused:
+            super().on_message_complete()
+
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
         super().data_received(data)
         if self.reading_headers and not self.transport.is_closing():  # the whole read was header bytes
             self.header_bytes += len(data)
@@ -79,7 +90,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
                              b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
         self.transport.close()
-        self.reading_headers = False
+        self.reading_headers, self.refused = False, True
 
 
 # A body over serve.max_body_bytes is read and discarded up to this many bytes before the 413 is
