@@ -1,6 +1,8 @@
 """GlobalPointer named-entity recognition on PaddlePaddle."""
 import logging
 import warnings
+import zlib  # noqa: F401  before Paddle: PyPI's paddlepaddle-gpu 2.6.2 bundles a zlib that, loaded first, breaks
+# Python's own zlib module where that is a separate library
 
 # Noise that paddle prints on import and that no user can act on.
 warnings.filterwarnings("ignore", message="No ccache found")

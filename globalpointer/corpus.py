@@ -1,5 +1,6 @@
 """The files of a run -> records and labels, and the text encoder its encoder's tokenizer needs."""
 import logging
+from collections import Counter
 from typing import List, Sequence
 
 from .data.features import Featurizer
@@ -19,12 +20,46 @@ def load_records(path: str, format: str = "auto", on_error: str = "raise", limit
 
 
 def infer_labels(train_records: Sequence[Record], labels: Sequence[str] = (), source: str = "") -> List[str]:
-    """``labels`` as given, else every type of the training records, sorted."""
-    found = sorted({e.type for r in train_records for e in r.entities})
-    if not found:  # even with labels given: a model trained on texts without entities learns to find none
+    """``labels`` as given, else every type of the training records, sorted.  The types are logged
+    with their counts, and a rare type that looks like a typo of a frequent one is warned about."""
+    counts = Counter(e.type for r in train_records for e in r.entities)
+    if not counts:  # even with labels given: a model trained on texts without entities learns to find none
         raise DataError(f"{source}: no entities in {len(train_records)} training texts; nothing to learn (is the "
                         f"file in the format it was read as? set data.format)")
-    return list(labels) or found
+    log.info("%s: entity types %s", source, ", ".join(f"{kind} {count}" for kind, count in sorted(counts.items())))
+    if not labels:
+        for rare, frequent in near_miss_types(counts):
+            log.warning("%s: type %r (%d entities) is close to %r (%d): a typo? fix those records, or list both in "
+                        "data.labels to keep them apart", source, rare, counts[rare], frequent, counts[frequent])
+    return list(labels) or sorted(counts)
+
+
+# A type with at most this share of a near-identical type's entities looks like a typo of it
+RARE_SHARE = 0.1
+
+
+def near_miss_types(counts: Counter) -> List[tuple]:
+    """(rare, frequent) pairs of types that differ only in case or by one edit, the rare one with at
+    most RARE_SHARE of the frequent one's entities: PRE beside PER, per beside PER."""
+    pairs = []
+    for rare, rare_count in counts.items():
+        for frequent, frequent_count in counts.items():
+            if rare != frequent and rare_count <= RARE_SHARE * frequent_count and \
+                    (rare.lower() == frequent.lower() or one_edit_apart(rare.lower(), frequent.lower())):
+                pairs.append((rare, frequent))
+    return sorted(pairs)
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """Whether one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b``."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
 def check_types(records: Sequence[Record], labels: Sequence[str]) -> None:

@@ -317,6 +317,20 @@ def parse_cluener(obj, where: str) -> Record:
     return Record(text, sorted(set(entities)), where)
 
 
+# What other tools call an entity's keys: an entity object that lacks one of ours but has one of these
+# gets a "did you mean"
+KEY_SYNONYMS = {"type": ("label", "tag", "category", "entity_type", "ner_type", "class"),
+                "start": ("begin", "start_offset", "start_idx", "offset"), "end": ("stop", "end_offset", "end_idx")}
+
+
+def missing_key_hint(item: dict, key: str) -> str:
+    """'; did you mean 'label'?' when ``item`` lacks ``key`` but has a near miss or another tool's name for it."""
+    others = [name for name in item if isinstance(name, str)]
+    synonyms = [name for name in KEY_SYNONYMS.get(key.split("_")[0], ()) if name in others]
+    close = synonyms or difflib.get_close_matches(key, others, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool) -> Record:
     """{"text", "entities": [{START, END, KIND, MENTION}]}, under the key names of the format."""
     text = _text_of(obj, where)
@@ -324,6 +338,10 @@ def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: s
     for item in _entity_list(obj, where):
         if not isinstance(item, dict):
             raise DataError(f"{where}: each entity must be an object with {start}, {end} and {kind}, got {item!r}")
+        for key in (start, end, kind):
+            if key not in item:
+                raise DataError(f"{where}: an entity has no {key!r} (it has {', '.join(map(repr, item))})"
+                                f"{missing_key_hint(item, key)}")
         entities.append(check_entity(text, item.get(start), item.get(end), item.get(kind), where, item.get(mention),
                                      end_included))
     return Record(text, sorted(set(entities)), where)

@@ -50,6 +50,21 @@ INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, No
               InputSpec([None, None], "int64", "span_text")]
 
 
+def paddle_writes_exports() -> bool:
+    """Whether this Paddle saves programs as this project's exports are (PIR, ``inference.json``):
+    Paddle 3; 2.x (PyPI's paddlepaddle-gpu 2.6.2) writes ``inference.pdmodel``.  A build from source
+    says 0.0.0."""
+    major = paddle.__version__.split(".")[0]
+    return not major.isdigit() or int(major) >= 3 or paddle.__version__.startswith("0.0.0")
+
+
+def check_paddle_exports() -> None:
+    if not paddle_writes_exports():
+        raise UserError(f"export writes Paddle 3's programs (inference.json), and this is Paddle {paddle.__version__}: "
+                        f"install Paddle 3.3 (requirements.txt; on a GPU, requirements-gpu.txt from Paddle's own "
+                        f"index) to export; the checkpoint itself predicts, evaluates and serves with this one")
+
+
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
     static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
@@ -94,6 +109,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     ``openvino_calibration``: with ``quantize="int8"``, a file whose texts OpenVINO's INT8 model is
     calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
     compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs)."""
+    check_paddle_exports()
     if openvino_calibration and quantize != "int8":
         raise UserError("--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8")
     if openvino_calibration and contains(output, openvino_calibration):
@@ -142,7 +158,7 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
     from ..config import load_config
 
     resolved = resolve_model(model)
-    if resolved.export or launch_position()[1] > 1:
+    if resolved.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
     checkpoint = resolved.path
     own_config = load_config(os.path.join(checkpoint, "config.yaml"))  # what the program computes

@@ -31,7 +31,9 @@ class TrainingLinear(nn.Linear):
     def forward(self, x):
         if self.training and self.bias is not None and paddle.in_dynamic_mode():
             return _LinearFunction.apply(x, self.weight, self.bias)
-        return super().forward(x)
+        # nn.Linear's forward named, not super(): Paddle 2.6's to_static (the GPU build on PyPI) cannot
+        # convert a super() call without arguments
+        return nn.Linear.forward(self, x)
 
 
 def use_training_linear(layer: nn.Layer) -> nn.Layer:
