@@ -13,7 +13,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import yaml
 
-from .data.readers import JSON_PARSERS, TAGGED_JOINERS
+from .data.readers import FORMAT_ALIASES, JSON_PARSERS, TAGGED_JOINERS
 from .errors import ConfigError
 from .model.decode import sigmoid
 
@@ -51,11 +51,11 @@ SEED_LIMIT = 2 ** 32 - 1  # numpy's seeds are 32-bit
 INT64 = 2 ** 63 - 1  # what every whole number reaches Paddle and numpy as
 
 
-def _opt(default, help, choices=None, bounds: Optional[Bounds] = None):
+def _opt(default, help, choices=None, bounds: Optional[Bounds] = None, aliases: Optional[Dict[str, str]] = None):
     """A key with its default, help text and allowed values (a tuple, or a function returning one
-    when the values come from a registry that is not imported before it is needed), or for a number
-    its ``bounds``."""
-    metadata = {"help": help, "choices": choices, "bounds": bounds}
+    when the values come from a registry that is not imported before it is needed, and ``aliases``:
+    other names read as one of them), or for a number its ``bounds``."""
+    metadata = {"help": help, "choices": choices, "bounds": bounds, "aliases": aliases or {}}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -78,7 +78,8 @@ class DataConfig:
     train: str = _opt("", "training file (any supported format)")
     dev: str = _opt("", "dev file for evaluation during training; empty: no evaluation, the last model is kept")
     test: str = _opt("", "test file evaluated once at the end with the best model; empty: none")
-    format: str = _opt("auto", "file format; auto detects it per file", FORMATS)
+    format: str = _opt("auto", "file format; auto detects it per file (bio, bioes, bmes, iob, iob2 and char are "
+                               "chars; conll2003 is conll; json is jsonl)", FORMATS, aliases=FORMAT_ALIASES)
     labels: List[str] = _opt([], "entity types in a fixed order; empty: every type seen in the training file, sorted")
     limit: int = _opt(0, "read only the first N records of each file (0: all); for quick runs", bounds=NON_NEGATIVE)
     max_length: int = _opt(128, "tokens per window including [CLS] and [SEP]; longer texts become sliding windows "
@@ -289,6 +290,8 @@ def _build(cls, values: Dict[str, Any], path: List[str]):
             kwargs[key] = _build(f.type, value, path + [key])
         else:
             kwargs[key] = _coerce(value, f.type, path + [key])
+            if isinstance(kwargs[key], str):
+                kwargs[key] = f.metadata["aliases"].get(kwargs[key], kwargs[key])
             choices, bounds = _choices(f), f.metadata.get("bounds")
             if choices and kwargs[key] not in choices:
                 raise _key_error(path + [key], f"{_where(path + [key])}: {kwargs[key]!r} is not one of "

@@ -52,3 +52,26 @@ def test_another_tools_key_gets_a_did_you_mean(tmp_path, entity, message):
                     encoding="utf-8")
     with pytest.raises(DataError, match=message):
         read_records(str(path), format="jsonl")
+
+
+def test_a_character_and_its_position_in_the_word_is_read_as_the_character(tmp_path):
+    """Weibo NER's layout: 口0 腔1 (the character, then its place in its word)."""
+    path = tmp_path / "weibo.txt"
+    path.write_text("口0\tB-PER\n腔1\tI-PER\n溃0\tO\n疡1\tO\n\n北0\tB-LOC\n京1\tI-LOC\n", encoding="utf-8")
+    records = read_records(str(path))
+    assert [r.text for r in records] == ["口腔溃疡", "北京"]
+    assert [(r.text[e.start:e.end], e.type) for r in records for e in r.entities] == [("口腔", "PER"), ("北京", "LOC")]
+    path.write_text("口0\tB-PER\n腔1\tI-PER\n溃疡\tO\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"weibo.txt:3: data.format chars-position expects a character and its "
+                                        r"position in the word \(口0\), got '溃疡'; data.format: conll"):
+        read_records(str(path), format="chars-position")
+
+
+@pytest.mark.parametrize("alias", ["bio", "bioes", "iob2", "char"])
+def test_common_names_of_the_character_format_are_accepted(tmp_path, alias):
+    from globalpointer.config import load_config
+
+    assert load_config(overrides=[f"data.format={alias}"]).data.format == "chars"
+    path = tmp_path / "t.txt"
+    path.write_text("张 B-PER\n三 I-PER\n", encoding="utf-8")
+    assert [r.text for r in read_records(str(path), format=alias)] == ["张三"]

@@ -423,7 +423,25 @@ def parse_label_studio(obj, where: str) -> Record:
 JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
     "cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl, "doccano": parse_doccano,
     "label-studio": parse_label_studio}
-TAGGED_JOINERS: Dict[str, str] = {"chars": "", "conll": " "}
+TAGGED_JOINERS: Dict[str, str] = {"chars": "", "chars-position": "", "conll": " "}
+# Names users reach for, read as the format they mean (data.format: bio is a file of characters with BIO tags)
+FORMAT_ALIASES = {"bio": "chars", "bioes": "chars", "bmes": "chars", "iob": "chars", "iob2": "chars",
+                  "char": "chars", "conll2003": "conll", "conllu": "conll", "json": "jsonl",
+                  "labelstudio": "label-studio"}
+# chars-position: one character per line with its position in the word appended (Weibo NER's 口0 腔1),
+# read as the character alone
+CHARACTER_AND_POSITION = re.compile(r"^(\D)(\d{1,2})$")
+
+
+def token_of(fmt: str, token: str, where: str) -> str:
+    """The text a tagged file's token stands for in format ``fmt``."""
+    if fmt != "chars-position":
+        return token
+    match = CHARACTER_AND_POSITION.match(token)
+    if not match:
+        raise DataError(f"{where}: data.format chars-position expects a character and its position in the word "
+                        f"(口0), got {token!r}; data.format: conll reads the tokens as words")
+    return match.group(1)
 
 
 def parse_record(obj, fmt: str, where: str) -> Record:
@@ -528,6 +546,9 @@ def detect_format(path: str, text: str) -> str:
     if any(line.startswith("-DOCSTART-") for line in head):
         return "conll"
     columns = [tagged_columns(line) for line in head]
+    if all(len(row) == 2 and CHARACTER_AND_POSITION.match(row[0]) for row in columns) and \
+            any(row[0][1:] != "0" for row in columns):  # positions that count up: not a file of "a0" words
+        return "chars-position"
     if any(len(row) >= 3 for row in columns) or any(len(row[0]) > 1 for row in columns if row):
         return "conll"
     return "chars"
@@ -564,6 +585,7 @@ def read_records(path: str, format: str = "auto", on_error: str = "raise", limit
     """Every record of a file, validated; with ``on_error='skip'`` bad ones are counted and left out.
     Annotation tools' tasks that are no example (unannotated, cancelled) are left out and counted.
     With ``limit``, the first ``limit`` records, reading no more of a big file than they take."""
+    format = FORMAT_ALIASES.get(format, format)
     if limit and os.path.isfile(path):
         size, part = os.path.getsize(path), FIRST_PART_BYTES
         while part < size:
@@ -613,7 +635,8 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
     elif fmt in TAGGED_JOINERS:
         joiner = TAGGED_JOINERS[fmt]
         for tokens, tags, where in iter_tagged_sentences(path, text):
-            add(where[0], lambda: tagged_record(tokens, tags, where, joiner, policy.repair))
+            add(where[0], lambda: tagged_record([token_of(fmt, t, w) for t, w in zip(tokens, where)], tags, where,
+                                                joiner, policy.repair))
             if limit and len(records) >= limit:
                 break
     else:
