@@ -110,3 +110,40 @@ def test_setup_runtime_flushes_subnormal_floats_unless_told_not_to(switch):
         assert after == in_thread == product == 0.0
     else:
         assert after == in_thread == pytest.approx(1e-39, rel=1e-3) and product > 0
+
+
+@pytest.mark.parametrize("capability, fits", [((6, 1), True), ((6, 0), False), ((7, 5), True), ((8, 6), True),
+                                              ((8, 9), True), ((9, 0), False), ((10, 0), False), ((12, 0), False)])
+def test_pypis_gpu_build_is_known_to_run_only_where_its_kernels_do(capability, fits):
+    from globalpointer.runtime import gpu_mismatch
+
+    problem = gpu_mismatch("NVIDIA H200", capability, "2.6.2")
+    assert (problem == "") == fits
+    if not fits:
+        assert problem.startswith(f"NVIDIA H200 (compute capability {capability[0]}.{capability[1]}): Paddle 2.6.2 "
+                                  f"has kernels for compute capabilities 6.1, 7.0, 7.5, 8.0, 8.6 only")
+        assert "install Paddle 3.3 built for this GPU from Paddle's own index" in problem
+    assert gpu_mismatch("any", capability, "3.3.1") == ""  # its list is not known: the first operation tells
+
+
+def test_a_gpu_the_build_cannot_drive_stops_before_any_work(monkeypatch):
+    import paddle
+
+    from globalpointer.errors import ConfigError
+    from globalpointer.runtime import check_gpu
+
+    monkeypatch.setattr(paddle.device.cuda, "get_device_name", lambda index: "NVIDIA H200")
+    monkeypatch.setattr(paddle.device.cuda, "get_device_capability", lambda index: (9, 0))
+    monkeypatch.setattr(paddle, "__version__", "2.6.2")
+    with pytest.raises(ConfigError, match=r"NVIDIA H200 \(compute capability 9.0\): Paddle 2.6.2 has kernels"):
+        check_gpu(0)
+
+    def no_kernel(*args, **kwargs):
+        raise RuntimeError("(PreconditionNotMet) ...\n  [Hint: 'cudaErrorNoKernelImageForDevice'. This indicates that "
+                           "there is no kernel image available suitable for the device.] (at gpu_info.cc:123)")
+
+    monkeypatch.setattr(paddle, "__version__", "3.3.1")
+    monkeypatch.setattr(paddle, "ones", no_kernel)
+    with pytest.raises(ConfigError, match=r"NVIDIA H200 \(compute capability 9.0\): Paddle 3.3.1 cannot run on it "
+                                          r"\(\[Hint: 'cudaErrorNoKernelImageForDevice'.*; install Paddle 3.3"):
+        check_gpu(0)
