@@ -71,6 +71,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def raw_exchange(port: int, data: bytes, seconds: float = 10) -> bytes:
+    """Everything a server on 127.0.0.1:``port`` answers to the bytes ``data``, until it closes the
+    connection or ``seconds`` pass (a server that refuses may close before it has read them all)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
+        try:
+            connection.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = b""
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+        except (ConnectionResetError, socket.timeout):
+            pass
+    return answer
+
+
 def call(base, path, body=None, raw: bytes = None, headers=None):
     """(status, JSON answer) of one request: None for an empty answer, the text of an error that is no JSON."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)

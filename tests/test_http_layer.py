@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, Service, call, free_port
+from helpers import ROOT, Service, call, free_port, raw_exchange
 from test_label_studio_backend import INTERFACE
 
 pytestmark = pytest.mark.slow
@@ -22,6 +22,10 @@ SETTINGS = ("--set", "serve.rows_per_pass=2", "--set", "serve.max_body_bytes=400
 BIG = ["北京大学的张三在上海工作了很多年" * 120] * 30  # 57,600 tokens: just within the budget
 
 
+def port_of(service) -> int:
+    return int(service.base.rsplit(":", 1)[1])
+
+
 def extract(kind, texts):
     """(route, body) that asks service ``kind`` for the entities of ``texts``."""
     if kind == "serve":
@@ -30,8 +34,8 @@ def extract(kind, texts):
                         "label_config": INTERFACE}
 
 
-def start(kind, trained, tmp_path, *extra, **keywords):
-    more = ("--workers", "1") if kind == "serve" else ("--work-dir", str(tmp_path / "rounds"))
+def start(kind, trained, tmp_path, *extra, workers=1, **keywords):
+    more = ("--workers", str(workers)) if kind == "serve" else ("--work-dir", str(tmp_path / "rounds"))
     return Service(trained / "run" / "best", *SETTINGS, *more, *extra, command=kind, **keywords)
 
 
@@ -41,22 +45,6 @@ def service(request, trained, tmp_path_factory):
     yield request.param, running
     if running.process.poll() is None:
         running.stop()
-
-
-def raw_exchange(base, data: bytes, read_seconds: float = 10) -> bytes:
-    host, port = base.split("//")[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=read_seconds) as connection:
-        try:
-            connection.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except (ConnectionResetError, socket.timeout):
-            pass
-        return answer
 
 
 def test_small_requests_are_answered_while_a_maximal_one_runs(service):
@@ -98,7 +86,7 @@ def test_headers_over_the_bound_are_431_and_the_connection_closes(service):
     payload = json.dumps(body).encode()
     for header in (b"X-Big: " + b"a" * 40000 + b"\r\n",  # one header, in several reads
                    b"".join(b"X-%d: %s\r\n" % (i, b"b" * 100) for i in range(300))):  # many small ones
-        answer = raw_exchange(running.base, b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\n" + header +
+        answer = raw_exchange(port_of(running), b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\n" + header +
                               b"Content-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() +
                               b"\r\n\r\n" + payload)
         assert answer.startswith(b"HTTP/1.1 431") and b"serve.max_header_bytes = 16384" in answer, answer[:300]
@@ -108,7 +96,7 @@ def test_headers_over_the_bound_are_431_and_the_connection_closes(service):
 def test_an_over_limit_body_announced_with_expect_is_refused_before_it_is_sent(service):
     kind, running = service
     route, _ = extract(kind, ["x"])
-    answer = raw_exchange(running.base, b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    answer = raw_exchange(port_of(running), b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: "
                           b"application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 413") and b"100 Continue" not in answer, answer[:300]
     assert b"connection: close" in answer.lower()
@@ -120,8 +108,7 @@ def test_a_client_that_leaves_takes_its_work_along(service):
     kind, running = service
     route, body = extract(kind, BIG)
     data = json.dumps(body).encode()
-    host, port = running.base.split("//")[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as connection:
+    with socket.create_connection(("127.0.0.1", port_of(running)), timeout=30) as connection:
         connection.sendall(b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                            b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
         time.sleep(1.0)  # the request is being predicted (it takes seconds), then the client goes
@@ -133,9 +120,9 @@ def test_a_client_that_leaves_takes_its_work_along(service):
     assert busy < 0.3, f"{kind} worked {busy:.2f} CPU seconds for a client that had left"
 
 
-@pytest.mark.parametrize("kind", SERVICES)
-def test_sigterm_ends_the_service_within_its_timeout_whatever_runs(kind, trained, tmp_path):
-    running = start(kind, trained, tmp_path, "--set", "serve.rows_per_pass=1")
+@pytest.mark.parametrize("kind, workers", [("serve", 1), ("serve", 2), ("label-studio-backend", 1)])
+def test_sigterm_ends_the_service_within_its_timeout_whatever_runs(kind, workers, trained, tmp_path):
+    running = start(kind, trained, tmp_path, "--set", "serve.rows_per_pass=1", workers=workers)
     route, body = extract(kind, BIG)
     answers = []
     clients = [threading.Thread(target=lambda: answers.append(call(running.base, route, body))) for _ in range(3)]
@@ -149,6 +136,9 @@ def test_sigterm_ends_the_service_within_its_timeout_whatever_runs(kind, trained
         client.join(timeout=60)
     assert stopped < 3 + 5, output
     assert "Traceback" not in output and all(status in (200, 503) for status, _ in answers), (answers, output)
+    assert 503 in [status for status, _ in answers], answers  # what could not finish in time is answered
+    if kind == "serve":
+        assert output.count("dropped") == workers, output  # every worker said what it left undone
 
 
 @pytest.mark.parametrize("kind", SERVICES)

@@ -9,6 +9,7 @@ import pytest
 from globalpointer.config import ServeConfig
 from globalpointer.deploy.http import BasicAuth, guarded, listen, server_config
 from globalpointer.errors import UserError
+from helpers import raw_exchange
 
 
 async def echo_length(scope, receive, send):
@@ -46,40 +47,25 @@ def server(caplog):
     assert "Exception" not in caplog.text and "Traceback" not in caplog.text, caplog.text
 
 
-def exchange(port, data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
-        try:
-            connection.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except (ConnectionResetError, socket.timeout):
-            pass
-    return answer
-
-
 def request(headers: bytes = b"", body: bytes = b"", extra: bytes = b"") -> bytes:
     return (b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers + b"Content-Length: " +
             str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
 
 
 def test_headers_past_the_bound_are_431_in_one_read_or_many(server):
-    assert exchange(server, request(body=b"abc")).endswith(b"\r\n\r\n3")
+    assert raw_exchange(server, request(body=b"abc")).endswith(b"\r\n\r\n3")
     for headers in (b"X-A: " + b"a" * 5000 + b"\r\n",  # with its body, in one read
                     b"".join(b"X-%d: %s\r\n" % (i, b"b" * 50) for i in range(100)),
                     b"X-B: " + b"c" * 300000 + b"\r\n"):  # in many reads
-        answer = exchange(server, request(headers, body=b"abc"))
+        answer = raw_exchange(server, request(headers, body=b"abc"))
         assert answer.startswith(b"HTTP/1.1 431 ") and b"serve.max_header_bytes = 4096" in answer, answer[:200]
-    assert exchange(server, request(b"X-C: " + b"d" * 3000 + b"\r\n", b"ok")).endswith(b"\r\n\r\n2")
+    assert raw_exchange(server, request(b"X-C: " + b"d" * 3000 + b"\r\n", b"ok")).endswith(b"\r\n\r\n2")
 
 
 def test_an_over_limit_body_with_expect_is_413_before_it_is_sent(server):
-    answer = exchange(server, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+    answer = raw_exchange(server, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 413 ") and b"100 Continue" not in answer
-    small = exchange(server, b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n"
+    small = raw_exchange(server, b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n"
                              b"Expect: 100-continue\r\n\r\nabc")
     assert small.endswith(b"\r\n\r\n3")
 

@@ -83,10 +83,12 @@ def test_bad_requests_are_told_what_is_wrong(client_and_model):
 
 
 class FakeLabelStudio(http.server.ThreadingHTTPServer):
-    """Label Studio's export API for one project, with a legacy token."""
+    """Label Studio's export API for one project (7), with a legacy token: every request is recorded
+    (path, Authorization); without ``tasks`` or the token, the answer is ``status`` (a redirect to
+    ``location``, or 401)."""
 
-    def __init__(self, tasks, token):
-        self.tasks, self.token, self.requests = tasks, token, []
+    def __init__(self, tasks=None, token=None, status=401, location=None):
+        self.tasks, self.token, self.requests, self.status, self.location = tasks, token, [], status, location
         super().__init__(("127.0.0.1", 0), ExportHandler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -98,10 +100,12 @@ class FakeLabelStudio(http.server.ThreadingHTTPServer):
 class ExportHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.server.requests.append((self.path, self.headers.get("Authorization")))
-        ok = self.path.startswith("/api/projects/7/export?exportType=JSON") and \
+        ok = self.server.tasks is not None and self.path.startswith("/api/projects/7/export?exportType=JSON") and \
             self.headers.get("Authorization") == f"Token {self.server.token}"
         body = json.dumps(self.server.tasks if ok else {"detail": "no"}).encode()
-        self.send_response(200 if ok else 401)
+        self.send_response(200 if ok else self.server.status)
+        if self.server.location and not ok:
+            self.send_header("Location", self.server.location)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -241,35 +245,6 @@ def test_basic_authentication_guards_every_route(trained, tmp_path):
 
 # ---- where the project owner's token may go (docs/RELIABILITY.md, attack 4, cases 1-4) -------------------
 
-class RecordingServer(http.server.ThreadingHTTPServer):
-    """An HTTP server that records every request (path, Authorization) and answers ``status`` with
-    ``location`` (a redirect) or a JSON error."""
-
-    def __init__(self, status=401, location=None):
-        self.requests, self.status, self.location = [], status, location
-        super().__init__(("127.0.0.1", 0), RecordingHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class RecordingHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.server.requests.append((self.path, self.headers.get("Authorization")))
-        self.send_response(self.server.status)
-        if self.server.location:
-            self.send_header("Location", self.server.location)
-        body = b'{"detail": "no"}'
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def backend(trained, tmp_path, **keywords):
     model = str(trained / "run" / "best")
     return create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), os.path.join(model, "config.yaml"),
@@ -287,7 +262,7 @@ def start_training(client, app, project_id=7):
 def test_an_unauthenticated_setup_never_chooses_where_the_token_goes(trained, tmp_path):
     from fastapi.testclient import TestClient
 
-    attacker = RecordingServer()
+    attacker = FakeLabelStudio()
     app = backend(trained, tmp_path)
     with TestClient(app) as client:
         client.post("/setup", json={"schema": INTERFACE, "hostname": attacker.url, "access_token": ""})
@@ -302,7 +277,7 @@ def test_an_unauthenticated_setup_never_chooses_where_the_token_goes(trained, tm
 def test_an_authenticated_setup_gives_address_and_token_together_and_once(trained, tmp_path):
     from fastapi.testclient import TestClient
 
-    attacker, studio = RecordingServer(), RecordingServer()
+    attacker, studio = FakeLabelStudio(), FakeLabelStudio()
     app = backend(trained, tmp_path, basic_auth=("studio", "pw"))
     with TestClient(app) as client:
         client.auth = ("studio", "pw")
@@ -342,8 +317,8 @@ def test_only_an_http_address_is_label_studios(trained, tmp_path, hostname):
 def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path):
     from fastapi.testclient import TestClient
 
-    elsewhere = RecordingServer()
-    studio = RecordingServer(status=302, location=elsewhere.url + "/collect")
+    elsewhere = FakeLabelStudio()
+    studio = FakeLabelStudio(status=302, location=elsewhere.url + "/collect")
     app = backend(trained, tmp_path, label_studio_url=studio.url, api_key="owner-token")
     with TestClient(app) as client:
         assert start_training(client, app).status_code == 201
@@ -361,7 +336,7 @@ def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path):
 def test_a_project_id_is_a_positive_integer(trained, tmp_path, project_id):
     from fastapi.testclient import TestClient
 
-    studio = RecordingServer()
+    studio = FakeLabelStudio()
     app = backend(trained, tmp_path, label_studio_url=studio.url, api_key="owner-token")
     with TestClient(app) as client:
         answer = start_training(client, app, project_id)

@@ -99,22 +99,35 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 DRAIN_BYTES = 64 * 1024 * 1024
 
 
-class BodyLimit:
-    """ASGI middleware: a body over ``limit`` bytes is answered with 413 before it is parsed, whether
-    the client announced its length or streams it in chunks."""
+class Middleware:
+    """An ASGI middleware of this layer: HTTP requests go through ``handle``, the rest (the lifespan)
+    straight to the application, whose ``state`` it shows."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app):
         self.app = app
-        self.limit = limit
 
     @property
     def state(self):
-        """The application's state, through the middleware."""
         return self.app.state
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        return await self.handle(scope, receive, send)
+
+    async def handle(self, scope, receive, send):
+        raise NotImplementedError
+
+
+class BodyLimit(Middleware):
+    """A body over ``limit`` bytes is answered with 413 before it is parsed, whether the client
+    announced its length or streams it in chunks."""
+
+    def __init__(self, app, limit: int):
+        super().__init__(app)
+        self.limit = limit
+
+    async def handle(self, scope, receive, send):
         headers = dict(scope.get("headers") or [])
         announced = headers.get(b"content-length")
         if announced is not None and announced.isdigit() and int(announced) > self.limit:
@@ -169,22 +182,15 @@ async def client_left(request) -> None:
         pass
 
 
-class BasicAuth:
-    """ASGI middleware: every request carries the user and password, or is answered 401 before
-    anything else reads it."""
+class BasicAuth(Middleware):
+    """Every request carries the user and password, or is answered 401 before anything else reads it."""
 
     def __init__(self, app, user: str, password: str, who: str):
-        self.app = app
+        super().__init__(app)
         self.expected = ("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()).encode()
         self.who = who
 
-    @property
-    def state(self):
-        return self.app.state
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+    async def handle(self, scope, receive, send):
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
         if not hmac.compare_digest(given, self.expected):
             return await send_json(send, 401, {"detail": f"this service needs basic authentication: {self.who}"},
