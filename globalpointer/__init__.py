@@ -1,26 +1,42 @@
-"""GlobalPointer named-entity recognition on PaddlePaddle."""
-import logging
-import warnings
-import zlib  # noqa: F401  before Paddle: PyPI's paddlepaddle-gpu 2.6.2 bundles a zlib that, loaded first, breaks
-# Python's own zlib module where that is a separate library
+"""GlobalPointer named-entity recognition on PaddlePaddle: ``globalpointer.load(DIR)`` gives a
+pipeline, ``ner(text)`` its entities (docs/api.md)."""
+import logging as _logging
+import warnings as _warnings
+import zlib as _zlib  # noqa: F401  before Paddle: PyPI's paddlepaddle-gpu 2.6.2 bundles a zlib that, loaded first,
+# breaks Python's own zlib module where that is a separate library
+from typing import Optional as _Optional, Sequence as _Sequence
+
+__version__ = "0.1.0"  # pyproject.toml's (a test keeps them equal)
+__all__ = ["load", "MATH_LIBRARY", "__version__"]
 
 # Noise that paddle prints on import and that no user can act on.
-warnings.filterwarnings("ignore", message="No ccache found")
-warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+_warnings.filterwarnings("ignore", message="No ccache found")
+_warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
+# paddle.jit.save's static graph asks each tensor for a place it does not have; nothing to act on
+_warnings.filterwarnings("ignore", message="Tensor do not have 'place' interface")
 
 # A library says what went wrong, not what it is doing: the Python API logs warnings only (PaddleNLP
 # sets up the root logger at INFO); the commands log INFO (errors.setup_logging), and so does
 # logging.getLogger("globalpointer").setLevel("INFO").
-logging.getLogger("globalpointer").setLevel(logging.WARNING)
+_logging.getLogger("globalpointer").setLevel(_logging.WARNING)
 
 # Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
-from . import mathlib
+from . import mathlib as _mathlib  # noqa: E402
 
-MATH_LIBRARY = mathlib.CHOSEN = mathlib.configure_mkl()
+MATH_LIBRARY = _mathlib.CHOSEN = _mathlib.configure_mkl()
 
 
-def load(model: str, *args, **kwargs):
-    """``globalpointer.load("runs/x/best")`` -> a Pipeline: ``ner(text)``, ``ner.pipe(texts)`` (pipeline.py)."""
+def load(model: str, overrides: _Optional[_Sequence[str]] = None, backend: _Optional[str] = None,
+         window_batch_size: int = 0, **keyword_overrides):
+    """A Pipeline over a checkpoint (``runs/x/best``) or an export: ``ner(text)`` gives the entities of
+    one text, ``ner.pipe(texts)`` of many.  ``overrides``: config keys as ``--set`` takes them
+    (``["model.min_score=0.8"]``), or as keywords (``model__min_score=0.8``); ``backend``: as
+    ``inference.backend``; ``window_batch_size``: rows per forward pass (``inference.batch_size``).
+    Paddle is imported here, not by ``import globalpointer`` (``inference.pipeline.load``)."""
     from .inference.pipeline import load as load_pipeline
 
-    return load_pipeline(model, *args, **kwargs)
+    return load_pipeline(model, overrides, backend, window_batch_size, **keyword_overrides)
+
+
+def __dir__():
+    return sorted(__all__)

@@ -285,7 +285,7 @@ def _export(argv, prog) -> int:
     parser.add_argument("--output", required=True, help="export directory to create (an earlier export there is "
                                                         "replaced; anything else is refused)")
     parser.add_argument("--onnx", action="store_true", help="also write model.onnx with paddle2onnx")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version (default 17)")
     parser.add_argument("--quantize", choices=("none", "int8"), default="none",
                         help="int8: also write model.int8.onnx (implies --onnx); predict with "
                              "--set inference.precision=int8")
@@ -332,7 +332,8 @@ def _serve(argv, prog) -> int:
     inference_arguments(parser)
     parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
-    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core)")
+    parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core; "
+                                                    "1 on a GPU)")
     args = parser.parse_args(argv)
     settings = (("host", args.host), ("port", args.port), ("workers", args.workers),
                 ("rows_per_pass", args.batch_size or None))
@@ -384,8 +385,8 @@ def _convert(argv, prog) -> int:
 
     parser = argparse.ArgumentParser(prog=prog, description="Any supported file as canonical JSON lines, or a "
                                                              "slice of its records.")
-    parser.add_argument("input")
-    parser.add_argument("output")
+    parser.add_argument("input", help="a data file in any supported format (docs/data-formats.md)")
+    parser.add_argument("output", help="the JSON lines file to write ({\"text\", \"entities\"} per record)")
     parser.add_argument("--format", default="auto", help="input format (default: detected)")
     parser.add_argument("--skip", type=whole_number(0), default=0, help="leave out the first N records")
     parser.add_argument("--take", type=whole_number(0), default=0, help="keep at most N records after --skip (0: all)")

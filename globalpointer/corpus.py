@@ -62,14 +62,18 @@ def one_edit_apart(a: str, b: str) -> bool:
     return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
-def check_types(records: Sequence[Record], labels: Sequence[str]) -> None:
-    """An entity type the model does not know would silently count as a miss forever."""
+def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False) -> None:
+    """An entity type the model does not know would silently count as a miss forever.  ``trained``:
+    the labels are a trained model's, which no setting changes (evaluate, calibrate)."""
     known = set(labels)
     for record in records:
         for entity in record.entities:
             if entity.type not in known:
-                raise DataError(f"{record.source}: entity type {entity.type!r} does not occur in the training data "
-                                f"(known: {', '.join(labels)}); list it in data.labels or fix the record")
+                fix = (f"the model cannot predict it: rename or remove those entities, or evaluate a model trained "
+                       f"with {entity.type!r}" if trained else "list it in data.labels or fix the record")
+                where = "the model's types" if trained else "the training data"
+                raise DataError(f"{record.source}: entity type {entity.type!r} is not among {where} "
+                                f"({', '.join(labels)}); {fix}")
 
 
 def resolve_tokenization(mode: str, tokenizer) -> str:

@@ -39,10 +39,13 @@ def test_the_site_builds_strictly(tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
-    architecture = (tmp_path / "site" / "architecture" / "index.html").read_text(encoding="utf-8")
+    architecture = (tmp_path / "site" / "architecture.html").read_text(encoding="utf-8")
     assert "reference.global_pointer_scores" in architecture
-    configuration = (tmp_path / "site" / "configuration" / "index.html").read_text(encoding="utf-8")
+    configuration = (tmp_path / "site" / "configuration.html").read_text(encoding="utf-8")
     assert "inference.batch_size" in configuration
+    # from disk, a link opens a page, not a folder listing
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'href="architecture.html"' in index and 'href="architecture/"' not in index
 
 
 SCRIPTS = {"train.py": "train", "evaluate.py": "evaluate", "predict.py": "predict"}

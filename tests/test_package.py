@@ -42,6 +42,9 @@ def test_a_wheel_installs_and_works_from_any_directory(tmp_path):
     report = run([bin_dir / "globalpointer", "evaluate", "--model", "OUT/best", "--data", f"{sample}/dev.json"],
                  cwd=elsewhere)
     assert next(line for line in report.splitlines() if line.startswith("micro")) in readme
+    index = open(os.path.join(ROOT, "docs", "index.md"), encoding="utf-8").read()
+    for line in report.splitlines()[-3:]:  # micro, macro F1 and the error counts, as docs/index.md shows them
+        assert line in index, line
     run([bin_dir / "globalpointer", "predict", "--model", "OUT/best", "--input", f"{sample}/raw.txt", "--output",
          "raw.predictions.jsonl"], cwd=elsewhere)
     assert len((elsewhere / "raw.predictions.jsonl").read_text(encoding="utf-8").splitlines()) == 100

@@ -147,3 +147,25 @@ def test_a_lone_surrogate_is_refused_as_the_service_refuses_it(trained):
         list(ner.pipe(["张三", "北京\udc80"]))
     with pytest.raises(ValueError, match=r"ner\(\) holds a lone surrogate at character 0"):
         ner("\ud800")
+
+
+def test_the_package_shows_its_api_its_version_and_nothing_else():
+    import inspect
+    import tomllib
+
+    from globalpointer.inference import pipeline
+    from helpers import ROOT
+
+    with open(f"{ROOT}/pyproject.toml", "rb") as handle:
+        assert globalpointer.__version__ == tomllib.load(handle)["project"]["version"]
+    assert dir(globalpointer) == ["MATH_LIBRARY", "__version__", "load"]
+    shown = inspect.signature(globalpointer.load)
+    assert list(shown.parameters.values()) == list(inspect.signature(pipeline.load).parameters.values())
+    assert "model.min_score" in globalpointer.load.__doc__
+
+
+def test_pipe_refuses_a_batch_size_that_predicts_nothing(trained):
+    ner = globalpointer.load(str(trained / "run" / "best"))
+    for wrong in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=f"pipe\\(\\): batch_size must be a whole number of at least 1, got {wrong}"):
+            list(ner.pipe(["张三"], batch_size=wrong))

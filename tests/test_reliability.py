@@ -19,7 +19,7 @@ def test_dev_type_missing_from_train_names_file_and_line(tmp_path, capsys):
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert train_main(["--config", config]) == 2
     err = capsys.readouterr().err
-    assert "dev.jsonl:3: entity type 'SCHOOL' does not occur in the training data" in err and "data.labels" in err
+    assert "dev.jsonl:3: entity type 'SCHOOL' is not among the training data" in err and "data.labels" in err
 
 
 def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, caplog):

@@ -75,3 +75,22 @@ def test_common_names_of_the_character_format_are_accepted(tmp_path, alias):
     path = tmp_path / "t.txt"
     path.write_text("张 B-PER\n三 I-PER\n", encoding="utf-8")
     assert [r.text for r in read_records(str(path), format=alias)] == ["张三"]
+
+
+def test_evaluating_a_type_the_model_lacks_says_what_can_be_done_now(trained, tmp_path, capsys):
+    from globalpointer.cli import evaluate_main
+
+    path = tmp_path / "other.jsonl"
+    path.write_text(json.dumps({"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PERSON"}]},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    assert evaluate_main(["--model", str(trained / "run" / "best"), "--data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "entity type 'PERSON' is not among the model's types" in err and "data.labels" not in err
+    assert "rename or remove those entities, or evaluate a model trained with 'PERSON'" in err
+
+
+def test_a_line_of_tabs_alone_is_named_not_read_as_a_sentence_end(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("张\tB-PER\n三\tI-PER\n\t\n在\tO\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"t.txt:3: a line of tabs alone"):
+        read_records(str(path))

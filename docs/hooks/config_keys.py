@@ -1,5 +1,8 @@
 """MkDocs hook: the table of every config key on configuration.md, made from the schema itself
-(``globalpointer.config.key_help``), so the page cannot miss a key or show a stale default."""
+(``globalpointer.config.key_help``), so the page cannot miss a key or show a stale default; and a
+quiet jieba for the search index."""
+import logging
+
 MARKER = "<!-- config keys -->"
 
 
@@ -24,3 +27,12 @@ def key_table() -> str:
 
 def on_page_markdown(markdown, page, config, files):
     return markdown.replace(MARKER, key_table()) if MARKER in markdown else markdown
+
+
+def on_config(config):
+    """The search plugin segments Chinese with jieba, whose import sets its logger to DEBUG: every
+    line of its dictionary loading would print twice (its own handler and the root's)."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return config

@@ -504,6 +504,9 @@ def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], Lis
     tokens, tags, where = [], [], []
     for number, line in enumerate(lines(text), 1):
         stripped = line.strip(COLUMN_SPACE)
+        if not stripped and "\t" in line:
+            raise DataError(f"{path}:{number}: a line of tabs alone: a sentence ends at an empty line, and a token "
+                            f"needs its tag; empty the line, or write the token and its tag")
         if not stripped or stripped.startswith("-DOCSTART-"):
             if tokens:
                 yield tokens, tags, where

@@ -15,11 +15,12 @@ class Evaluation(NamedTuple):
     seconds: float  # of prediction alone
 
 
-def labelled_records(path: str, reading: dict, labels: Sequence[str]) -> List[Record]:
+def labelled_records(path: str, reading: dict, labels: Sequence[str], trained: bool = True) -> List[Record]:
     """The records of ``path``, read as a model's config reads files (``DataConfig.reading``); a type
-    the model does not know is an error naming it."""
+    the model does not know is an error naming it (``trained``: of a trained model, else of a run's
+    training data)."""
     records = load_records(path, **reading)
-    check_types(records, labels)
+    check_types(records, labels, trained)
     return records
 
 

@@ -51,6 +51,9 @@ class Pipeline:
         if isinstance(texts, (str, bytes)):  # iterating it would predict each character as a text
             raise TypeError(f"pipe() takes an iterable of texts, got one {type(texts).__name__}: call ner(text) "
                             f"for one text, or pipe([text])")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise ValueError(f"pipe(): batch_size must be a whole number of at least 1, got {batch_size!r}")
         batch: List[str] = []
         for index, text in enumerate(texts):
             batch.append(_text(text, f"pipe(): text {index}"))

@@ -56,8 +56,8 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     # records -> windows
     train_records = load_records(data.train, **data.reading)
     labels = infer_labels(train_records, data.labels, data.train)
-    dev_records = labelled_records(data.dev, data.reading, labels) if data.dev else []
-    test_records = labelled_records(data.test, data.reading, labels) if data.test else []
+    dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
+    test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
     seed_everything(train.seed)  # the 'tiny' test encoder is random
     encoder = load_encoder(config.model.encoder)
     check_position_limit(config, position_limit(encoder.model))
