@@ -137,7 +137,7 @@ def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfi
     """Config, record and tokenizer of a checkpoint or export directory, without the weights.  An
     override of what training fixed (the types, the tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
-    config = load_config(os.path.join(directory, "config.yaml"), overrides)
+    config = load_config(os.path.join(directory, "config.yaml"), overrides, paths_from_file=False)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary

@@ -396,13 +396,40 @@ def read_yaml(path: str) -> Dict[str, Any]:
     return tree
 
 
+# The keys that name files and folders: a relative one in a config file is read from the file's folder (a
+# config works from wherever it is run); one given with --set, from the current folder, as any argument
+PATH_KEYS = ("data.train", "data.dev", "data.test", "output_dir")
+PATH_RULE = "a relative path in a config file is read from that file's folder; with --set, from the current folder"
+
+
+def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
+    """The relative paths of a config file's ``tree`` (PATH_KEYS, and ``model.encoder`` when it names a
+    folder beside the file) made absolute against ``folder``, the file's."""
+    for dotted in PATH_KEYS:
+        *sections, key = dotted.split(".")
+        node = tree.get(sections[0]) if sections else tree
+        value = node.get(key) if isinstance(node, dict) else None
+        if isinstance(value, str) and value.strip():
+            node[key] = os.path.normpath(os.path.join(folder, os.path.expanduser(value)))
+    model = tree.get("model")
+    encoder = model.get("encoder") if isinstance(model, dict) else None
+    if isinstance(encoder, str) and encoder and not os.path.isabs(encoder) and \
+            os.path.isdir(os.path.join(folder, encoder)):
+        model["encoder"] = os.path.normpath(os.path.join(folder, encoder))
+
+
 def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = None,
-                base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set") -> RunConfig:
+                base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set",
+                paths_from_file: bool = True) -> RunConfig:
     """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides.  An error in
     an override's value names ``overrides_from`` and the item (None: the key alone, for callers that
-    say where it came from themselves)."""
+    say where it came from themselves).  ``paths_from_file``: relative paths in the file are read from
+    its folder (``resolve_paths``); a file this project wrote (a checkpoint's) keeps them as written."""
     tree: Dict[str, Any] = {}
-    for layer in (base or {}, read_yaml(path) if path else {}):
+    file_tree = read_yaml(path) if path else {}
+    if path and paths_from_file:
+        resolve_paths(file_tree, os.path.dirname(os.path.abspath(path)))
+    for layer in (base or {}, file_tree):
         for section, values in layer.items():
             if isinstance(values, dict) and isinstance(tree.get(section), dict):
                 tree[section] = {**tree[section], **values}
@@ -503,11 +530,11 @@ def require_files(config: RunConfig, keys: List[str]) -> None:
         if not path:
             raise ConfigError(f"data.{key} is empty: name a file in the config or with --set data.{key}=PATH")
         if not os.path.isfile(path):
-            raise ConfigError(f"data.{key}: file not found: {path}")
+            raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
     for key in ("dev", "test"):
         path = getattr(config.data, key)
         if path and key not in keys and not os.path.isfile(path):
-            raise ConfigError(f"data.{key}: file not found: {path}")
+            raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
 
 
 def yaml_scalar(value) -> str:

@@ -167,5 +167,6 @@ def test_the_package_shows_its_api_its_version_and_nothing_else():
 def test_pipe_refuses_a_batch_size_that_predicts_nothing(trained):
     ner = globalpointer.load(str(trained / "run" / "best"))
     for wrong in (0, -2, 1.5, True):
-        with pytest.raises(ValueError, match=f"pipe\\(\\): batch_size must be a whole number of at least 1, got {wrong}"):
+        with pytest.raises(ValueError, match=rf"pipe\(\): batch_size must be a whole number of at least 1, "
+                                             rf"got {wrong}"):
             list(ner.pipe(["张三"], batch_size=wrong))

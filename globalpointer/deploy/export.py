@@ -161,9 +161,9 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
     if resolved.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
     checkpoint = resolved.path
-    own_config = load_config(os.path.join(checkpoint, "config.yaml"))  # what the program computes
+    own_config = load_config(os.path.join(checkpoint, "config.yaml"), paths_from_file=False)  # what it computes
     config = load_config(os.path.join(checkpoint, "config.yaml"),
-                         list(overrides) + ([f"inference.backend={backend}"] if backend else []))
+                         list(overrides) + ([f"inference.backend={backend}"] if backend else []), paths_from_file=False)
     if config.inference.backend != "auto" or not config.inference.compile_from \
             or lines < config.inference.compile_from or network_settings(config) != network_settings(own_config):
         return

@@ -15,7 +15,7 @@ from typing import List, Optional
 from tqdm import tqdm
 
 from ..checkpoint import DECODING_KEYS, TrainedFor, resolve_checkpoint, write_checkpoint
-from ..config import RunConfig, dump_config, flatten_config, load_config
+from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config, load_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions
@@ -130,7 +130,9 @@ RESUME_MAY_CHANGE = {"data.dev", "data.test", *(f"model.{key}" for key in DECODI
 
 
 def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
-    before, after = flatten_config(saved), flatten_config(new)
+    # paths compared as absolute: a run of an earlier version saved them as written, relative to where it ran
+    before, after = ({key: os.path.abspath(value) if key in PATH_KEYS and value else value
+                      for key, value in flatten_config(config).items()} for config in (saved, new))
     return [f"{key} was {before[key]!r}, now {after.get(key)!r}" for key in before
             if not {key, key.split(".")[0]} & RESUME_MAY_CHANGE and before[key] != after.get(key)]
 
@@ -232,7 +234,7 @@ class RunDirectory:
 
 def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
     directory = resolve_checkpoint(last_dir)
-    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml")), config)
+    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml"), paths_from_file=False), config)
     if conflicts and not resume_anyway:
         raise ConfigError(f"--resume: the config differs from the run's ({directory}/config.yaml) in what an identical "
                           f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
