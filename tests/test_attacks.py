@@ -87,12 +87,14 @@ def test_resume_refuses_a_changed_config_and_names_the_keys(tmp_path, capsys):
     assert snapshot(tmp_path / "run") == before
 
 
-def test_resuming_a_finished_run_adds_no_evaluation(tmp_path):
+def test_resuming_a_finished_run_adds_no_evaluation(tmp_path, caplog):
     config = tiny_config(tmp_path, train__epochs=1, train__eval_every=4)  # 15 steps: the last is no multiple of 4
     assert train_main(["--config", config]) == 0
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
-    assert train_main(["--config", config, "--resume", "--set", "model.min_score=0.6"]) == 0
+    with caplog.at_level("INFO", logger="globalpointer"):
+        assert train_main(["--config", config, "--resume", "--set", "model.min_score=0.6"]) == 0
     assert list(csv.DictReader(open(tmp_path / "run" / "metrics.csv"))) == rows
+    assert "its 1 epoch(s) are done, nothing is left to train" in caplog.text  # not "(epoch 2)"
 
 
 def test_resume_from_an_empty_weights_file(tmp_path, capsys):

@@ -250,5 +250,10 @@ def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EM
     optimizer.set_state_dict(optimizer_state)
     if ema is not None:
         ema.set_state_dict(read_state(os.path.join(directory, EMA_STATE)))
-    log.info("resumed from %s at step %d (epoch %d)", last_dir, progress.global_step, progress.epoch + 1)
+    if progress.epoch >= config.train.epochs:  # progress.epoch counts the epochs done
+        log.info("resumed from %s at step %d: its %d epoch(s) are done, nothing is left to train (raise "
+                 "train.epochs to train on)", last_dir, progress.global_step, progress.epoch)
+    else:
+        log.info("resumed from %s at step %d (epoch %d of %d)", last_dir, progress.global_step, progress.epoch + 1,
+                 config.train.epochs)
     return progress
