@@ -46,6 +46,9 @@ def read_cpu_info(path: str = "/proc/cpuinfo") -> CpuInfo:
     return CpuInfo(fields.get("vendor_id", ""), fields.get("model name", ""), set(fields.get("flags", "").split()))
 
 
+SET_BY_US = "GLOBALPOINTER_SET_MKL_DEBUG_CPU_TYPE"  # says which MKL_DEBUG_CPU_TYPE this package set, not the user
+
+
 class Decision(NamedTuple):
     value: Optional[str]  # what MKL_DEBUG_CPU_TYPE should be set to, None: leave it
     reason: str
@@ -56,6 +59,9 @@ def choose_mkl_cpu_type(cpu: CpuInfo, environ) -> Decision:
     if environ.get("GLOBALPOINTER_MKL_DISPATCH", "1") == "0":
         return Decision(None, "left to MKL (GLOBALPOINTER_MKL_DISPATCH=0)")
     if "MKL_DEBUG_CPU_TYPE" in environ:
+        if environ.get(SET_BY_US) == environ["MKL_DEBUG_CPU_TYPE"]:  # a process this package started inherits it
+            return Decision(None, f"MKL_DEBUG_CPU_TYPE={environ['MKL_DEBUG_CPU_TYPE']}: MKL's AVX2 kernels on a "
+                                  f"non-Intel CPU")
         return Decision(None, f"MKL_DEBUG_CPU_TYPE={environ['MKL_DEBUG_CPU_TYPE']} as set by the user")
     if cpu.vendor == "GenuineIntel":
         return Decision(None, "Intel CPU: MKL picks its best path itself")
@@ -72,7 +78,7 @@ def configure_mkl(environ=os.environ, cpu: Optional[CpuInfo] = None) -> str:
     cpu = cpu or read_cpu_info()
     decision = choose_mkl_cpu_type(cpu, environ)
     if decision.value is not None:
-        environ["MKL_DEBUG_CPU_TYPE"] = decision.value
+        environ["MKL_DEBUG_CPU_TYPE"] = environ[SET_BY_US] = decision.value
     return f"CPU math: {cpu.describe()}: {decision.reason}"
 
 

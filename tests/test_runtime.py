@@ -44,7 +44,11 @@ def test_mkl_takes_its_avx2_path_only_on_non_intel_cpus_with_avx2():
     assert choose_mkl_cpu_type(amd, {"GLOBALPOINTER_MKL_DISPATCH": "0"}).value is None
     environ = {}
     line = configure_mkl(environ, amd)
-    assert environ == {"MKL_DEBUG_CPU_TYPE": "5"} and "AMD EPYC (AuthenticAMD; avx2)" in line
+    assert environ["MKL_DEBUG_CPU_TYPE"] == "5" and "AMD EPYC (AuthenticAMD; avx2)" in line
+    # a service's worker process inherits the variable: it was set by the package, not the user
+    worker = configure_mkl(dict(environ), amd)
+    assert "as set by the user" not in worker and "MKL_DEBUG_CPU_TYPE=5: MKL's AVX2 kernels" in worker
+    assert "as set by the user" in configure_mkl({"MKL_DEBUG_CPU_TYPE": "5"}, amd)
     environ = {"GLOBALPOINTER_MKL_DISPATCH": "0"}
     configure_mkl(environ, amd)
     assert "MKL_DEBUG_CPU_TYPE" not in environ
