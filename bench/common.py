@@ -6,6 +6,7 @@ from typing import Callable, Dict, List
 
 import numpy as np
 
+import globalpointer  # noqa: F401  first: it quiets the warnings Paddle prints on import
 import paddle
 
 from globalpointer.config import load_config

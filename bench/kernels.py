@@ -11,6 +11,7 @@ trusting them there.
 """
 import argparse
 
+import globalpointer  # noqa: F401  first: it quiets the warnings Paddle prints on import
 import paddle
 
 from common import Rows, interleaved_medians, setup

@@ -19,10 +19,10 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import globalpointer  # first: it quiets the warnings Paddle prints on import
 import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
-import globalpointer
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.backends import int8_engines, openvino_available
 from globalpointer.training.step import build_optimizer

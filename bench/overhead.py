@@ -10,6 +10,7 @@ a trained model's (the spans column shows how many).
 """
 import argparse
 
+import globalpointer  # noqa: F401  first: it quiets the warnings Paddle prints on import
 import paddle
 
 from common import Rows, interleaved_medians, setup, span_model, synthetic_batch

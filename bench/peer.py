@@ -5,6 +5,7 @@ per-type start and end biases), so this project's efficient_global_pointer is it
 """
 from typing import List
 
+import globalpointer  # noqa: F401  first: it quiets the warnings Paddle prints on import
 from paddle import nn
 from paddlenlp.layers.globalpointer import GlobalPointer
 

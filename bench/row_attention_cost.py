@@ -9,10 +9,10 @@ and with the 0/1 mask handed to the encoder as PaddleNLP takes it, in turns, on 
 """
 import argparse
 
+import globalpointer  # first: it quiets the warnings Paddle prints on import
 import paddle
 
 from common import setup, span_model, synthetic_batch, interleaved_medians
-import globalpointer
 from globalpointer.model.network import SpanNetwork
 
 

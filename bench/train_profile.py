@@ -8,11 +8,11 @@ import argparse
 from types import SimpleNamespace
 
 import numpy as np
+import globalpointer  # first: it quiets the warnings Paddle prints on import
 import paddle
 import paddle.profiler as profiler
 
 from common import cluener_texts, real_batches
-import globalpointer
 from globalpointer.training.step import build_optimizer
 
 

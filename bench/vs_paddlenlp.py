@@ -15,6 +15,7 @@ import copy
 import tempfile
 
 import numpy as np
+import globalpointer  # noqa: F401  first: it quiets the warnings Paddle prints on import
 import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches, setup, span_model
