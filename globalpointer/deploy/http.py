@@ -21,6 +21,7 @@ import hmac
 import ipaddress
 import json
 import os
+import signal
 import socket
 from typing import List, Optional, Sequence, Tuple
 
@@ -306,4 +307,7 @@ def run_server(app, limits, sock: socket.socket) -> None:
     """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C."""
     import uvicorn
 
+    # uvicorn shuts down gracefully, then puts back the handler it found and raises the signal again, so
+    # that the exit status says SIGTERM: the default action, not the commands' (which would exit 143)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     uvicorn.Server(server_config(app, limits)).run(sockets=[sock])
