@@ -75,3 +75,16 @@ def test_without_a_visible_gpu_auto_is_the_cpu():
     from globalpointer.runtime import choose_device
 
     assert choose_device("auto") == "cpu"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not paddle.device.is_compiled_with_cuda(), reason="the CPU build's quickstart is test_package.py's")
+def test_the_quickstart_on_the_gpu_build_gives_the_cpu_builds_f1(tmp_path):
+    """The README's quickstart on the GPU build (on the CPU here): the same dev F1 to the digit."""
+    from globalpointer.cli import train_main
+    from helpers import ROOT
+
+    assert train_main(["--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+                       "--set", f"output_dir={tmp_path / 'run'}"]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert round(summary["best_dev_f1"] * 100, 2) == 60.81, BUILD
