@@ -13,18 +13,24 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
 CONFIGS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
+# where the public sets are on this machine (the configs read data/<set>/, docs/data-formats.md)
+SHARED_FILES = {"cluener": {"train": "cluener/train.json", "dev": "cluener/dev.json"},
+                "msra": {"train": "msra/msra_train_bio.txt", "test": "msra/msra_test_bio.txt"},
+                "conll2003": {"train": "conll2003/train.txt", "dev": "conll2003/valid.txt",
+                              "test": "conll2003/test.txt"}}
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_config_smoke(name, shared_data, tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)  # configs name their files relative to the project root
+    monkeypatch.chdir(tmp_path)  # a config reads its files from its own folder, wherever it runs
     overrides = ["data.limit=24", "train.epochs=1", "train.batch_size=8", f"output_dir={tmp_path / 'run'}"]
+    overrides += [f"data.{key}={os.path.join(shared_data, path)}" for key, path in SHARED_FILES.get(name, {}).items()]
     if name == "cmeee":  # its split is written by the converter first (see the config)
         source = os.path.join(shared_data, "cmeee", "CMeEE_dev.json")
         for target, args in (("train.jsonl", ["--take", "4000"]), ("test.jsonl", ["--skip", "4000"])):
             assert cli(["convert", source, str(tmp_path / target), *args]) == 0
         overrides += [f"data.train={tmp_path / 'train.jsonl'}", f"data.dev={tmp_path / 'test.jsonl'}"]
-    arguments = ["--config", f"configs/{name}.yaml"]
+    arguments = ["--config", os.path.join(ROOT, "configs", f"{name}.yaml")]
     for override in overrides:
         arguments += ["--set", override]
     assert train_main(arguments) == 0

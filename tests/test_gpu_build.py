@@ -24,7 +24,8 @@ def test_the_package_name_is_no_assumption(trained):
     assert {"paddlepaddle", "paddlepaddle-gpu"} & names, BUILD
 
 
-def test_evaluate_and_predict(trained, tmp_path, capsys):
+def test_evaluate_and_predict(trained, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))  # its compiled program stays its own
     best = str(trained / "run" / "best")
     assert evaluate_main(["--model", best, "--data", str(trained / "dev.jsonl")]) == 0, BUILD
     assert "micro" in capsys.readouterr().out
