@@ -102,6 +102,7 @@ class LabelStudioConnection:
         self.token = token
         self.setup_allowed = setup_allowed  # only over basic authentication
         self.lock = threading.Lock()
+        self.said_why = False  # Label Studio calls /setup again and again: why it is not used is said once
 
     @property
     def ready(self) -> bool:
@@ -117,7 +118,10 @@ class LabelStudioConnection:
             if self.url or self.token:
                 return
             if not self.setup_allowed:
-                log.info("/setup sent Label Studio's address and a token: not used, as the backend does not require "
+                if self.said_why:
+                    return
+                self.said_why = True
+                log.warning("/setup sent Label Studio's address and a token: not used, as the backend does not require "
                          "basic authentication; start it with --label-studio-url and LABEL_STUDIO_API_KEY (or with "
                          "BASIC_AUTH_USER and BASIC_AUTH_PASS)")
                 return
