@@ -107,3 +107,12 @@ def test_sigterm_in_export_leaves_no_partial_directory(trained, tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "stopped: terminated (SIGTERM)" in stderr, stderr[-2000:]
     assert os.listdir(tmp_path) == []
+
+
+def test_several_processes_refuse_an_output_they_cannot_put_part_files_beside(tmp_path):
+    from globalpointer.errors import UserError
+    from globalpointer.inference.file_prediction import predict_file_share
+
+    with pytest.raises(UserError, match="nor a device or pipe"):
+        predict_file_share(FakeExtractor(), str(source(tmp_path)), "/dev/null", "auto", 16, 0, 2, lambda: None)
+    assert not [name for name in os.listdir("/dev") if name.startswith("null.part-")]

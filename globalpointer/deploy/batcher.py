@@ -78,11 +78,26 @@ class MicroBatcher:
             self.changed.notify()
         return await future
 
+    @classmethod
+    def for_service(cls, predict_steps: Callable[[List[str]], Generator], limits, window_size: int,
+                    lock: Optional[threading.Lock] = None) -> "MicroBatcher":
+        """The batcher of an HTTP service with the ``serve`` settings ``limits``: jobs of at most
+        ``serve.batch_texts`` texts and about one forward pass (``serve.rows_per_pass`` windows of
+        ``window_size`` tokens) of characters."""
+        return cls(predict_steps, limits.batch_texts, limits.batch_wait_ms,
+                   pass_chars=limits.rows_per_pass * window_size, lock=lock)
+
     def close(self, timeout: Optional[float] = None) -> None:
         with self.changed:
             self.closing = True
             self.changed.notify()
         self.thread.join(timeout)
+
+    def shut_down(self, timeout: float) -> None:
+        """``close`` when its service stops, and say what it did."""
+        self.close(timeout)
+        log.info("served %d texts in %d jobs of %d forward passes; dropped %d job(s) whose clients left",
+                 self.texts, self.jobs, self.passes, self.dropped)
 
     def _gather(self, idle: bool) -> List[Pending]:
         """Called holding ``changed`` with a request pending: the first request, then those behind it

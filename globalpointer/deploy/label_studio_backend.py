@@ -76,6 +76,19 @@ def read_interface(label_config: str) -> Interface:
                      "`globalpointer predict --label-config FILE` writes")
 
 
+def task_texts(tasks: list, interface: Interface) -> List[str]:
+    """The text of every task, from the field the labeling interface shows; ValueError naming a task without one."""
+    texts = []
+    for index, task in enumerate(tasks):
+        data = task.get("data") if isinstance(task, dict) else None
+        text = data.get(interface.text_field) if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise ValueError(f"tasks[{index}] has no text in data.{interface.text_field}, the field the "
+                             f"labeling interface shows")
+        texts.append(text)
+    return texts
+
+
 class Served(NamedTuple):
     pipeline: object  # a globalpointer.load pipeline
     version: str
@@ -325,13 +338,12 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         return [(now.version, entities) for entities in found]
 
     trainer = Trainer(work_dir, base_config, list(pipeline.labels), swap, connection, limits.shutdown_timeout_s)
-    batcher = MicroBatcher(predict_steps, limits.batch_texts, limits.batch_wait_ms,
-                           pass_chars=limits.rows_per_pass * pipeline.extractor.featurizer.window_size, lock=model_lock)
+    batcher = MicroBatcher.for_service(predict_steps, limits, pipeline.extractor.featurizer.window_size, model_lock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        batcher.close(timeout=limits.shutdown_timeout_s)
+        batcher.shut_down(limits.shutdown_timeout_s)
         trainer.close()
 
     app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
@@ -352,17 +364,6 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         read_interface(body.get("schema", ""))
         connection.from_setup(body.get("hostname"), body.get("access_token"))
         return {"model_version": served.version}
-
-    def task_texts(tasks: list, interface: Interface) -> List[str]:
-        texts = []
-        for index, task in enumerate(tasks):
-            data = task.get("data") if isinstance(task, dict) else None
-            text = data.get(interface.text_field) if isinstance(data, dict) else None
-            if not isinstance(text, str):
-                raise ValueError(f"tasks[{index}] has no text in data.{interface.text_field}, the field the "
-                                 f"labeling interface shows")
-            texts.append(text)
-        return texts
 
     @app.post("/predict")
     async def predict(request: Request, body: dict = Body(...)):
@@ -406,10 +407,11 @@ def run_backend(model: str, overrides: List[str], work_dir: str, base_config: st
 
     if not os.path.isfile(base_config):
         raise UserError(f"--base-config: file not found: {base_config}")
-    try:
-        label_studio_address(label_studio_url, "--label-studio-url") if label_studio_url else None
-    except ValueError as error:
-        raise UserError(str(error)) from None
+    if label_studio_url:  # checked before the model loads, as a one-line error
+        try:
+            label_studio_address(label_studio_url, "--label-studio-url")
+        except ValueError as error:
+            raise UserError(str(error)) from None
     credentials = credentials_from_environment()
     limits = inference_config(model, overrides).serve
     if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:

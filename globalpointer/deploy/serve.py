@@ -38,7 +38,7 @@ def validation_messages(errors) -> List[dict]:
 def create_app(ner, limits: ServeConfig, credentials=None):
     """The FastAPI application over a ``globalpointer.load`` pipeline, behind the layer of ``http``
     (with ``credentials``, (user, password), every request must carry them)."""
-    from fastapi import HTTPException, Request, Response
+    from fastapi import Request, Response
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi_offline import FastAPIOffline
@@ -95,15 +95,13 @@ def create_app(ner, limits: ServeConfig, credentials=None):
         detail: str = Field(description="what was wrong and what would fix it")
 
     featurizer = ner.extractor.featurizer
-    batcher = MicroBatcher(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits.batch_texts,
-                           limits.batch_wait_ms, pass_chars=limits.rows_per_pass * featurizer.window_size)
+    batcher = MicroBatcher.for_service(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits,
+                                       featurizer.window_size)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        batcher.close(timeout=limits.shutdown_timeout_s)
-        log.info("served %d texts in %d jobs of %d forward passes; dropped %d job(s) whose clients left",
-                 batcher.texts, batcher.jobs, batcher.passes, batcher.dropped)
+        batcher.shut_down(limits.shutdown_timeout_s)
 
     # /docs and /redoc from the Swagger UI and ReDoc files of the fastapi-offline package: the pages
     # work without internet (FastAPI's own load them from a CDN)
@@ -143,12 +141,7 @@ def create_app(ner, limits: ServeConfig, credentials=None):
         await check_texts(texts, limits, featurizer)
         if not texts:
             return Response('{"results": []}', media_type="application/json")
-        try:
-            found = await predict_for(batcher, texts, request)
-        except HTTPException as problem:
-            if problem.status_code == 499:  # the client left: nobody reads an answer
-                return Response(status_code=499)
-            raise
+        found = await predict_for(batcher, texts, request)
         # encoded here: FastAPI's validation of the response against the model costs more than the
         # model itself for small requests (the model above still documents the answer)
         answer = {"results": [{"text": text, "entities": entities} for text, entities in zip(texts, found)]}

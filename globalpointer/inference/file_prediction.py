@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Name
 from tqdm import tqdm
 
 from ..errors import UserError, json_failure
-from ..files import atomic_output
+from ..files import atomic_output, replaced_by_rename
 from ..spans import Record
 from .label_studio import label_studio_task
 
@@ -220,8 +220,9 @@ def predict_file_share(extractor: "Extractor", input_path: str, output_path: str
     """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
     into its part file (``part_files``), wait for every process (``barrier``), then rank 0 joins the
     parts in order into ``OUT``, the same file one process writes."""
-    if "-" in (input_path, output_path):
-        raise UserError("several processes need --input and --output files, not standard input or output")
+    if "-" in (input_path, output_path) or not replaced_by_rename(output_path):
+        raise UserError("several processes need --input and --output files, not standard input or output (nor a "
+                        "device or pipe, which their part files cannot stand beside)")
     total = count_lines(input_path)
     first, stop = total * rank // world_size, total * (rank + 1) // world_size
     input_format = file_input_format(input_path, input_format)
