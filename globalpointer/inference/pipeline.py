@@ -16,6 +16,7 @@ import logging
 from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ..config import RunConfig, key_help, load_config, min_score_hint, yaml_scalar
+from ..data.readers import lone_surrogate_at
 from ..errors import ConfigError
 from ..runtime import Runtime
 from ..spans import Record
@@ -81,8 +82,6 @@ class Pipeline:
 
 
 def _text(text, where: str) -> str:
-    from ..data.readers import lone_surrogate_at
-
     if isinstance(text, str):
         at = lone_surrogate_at(text)
         if at is not None:  # as the service answers it (422): it is no character, and cannot be tokenized
