@@ -99,6 +99,8 @@ class Featurizer:
         encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, offsets = [], []
         for token_id, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
+            # PaddleNLP can give an [UNK] after an [UNK] the first one's start too ("가¡": (0, 1), (0, 2))
+            start = max(start, offsets[-1][1] if offsets else 0)
             while start < end and text[start].isspace():  # [UNK] offsets can include spaces
                 start += 1
             while end > start and text[end - 1].isspace():
