@@ -116,36 +116,48 @@ def test_a_page_of_predictions_has_no_filter_to_choose():
     assert "<button" not in page and "ORG" in page
 
 
-# Run in the page after its own script: labels that overlap, and what the bars are drawn in.
+# Run in the page after its own script: labels that overlap, gaps that labels open in the text, and
+# what the bars are drawn in.
 PROBE = """<script>
-const tags=[...document.querySelectorAll('.tag')].filter(t=>t.textContent.trim()).map(t=>[t.textContent,t.getBoundingClientRect()]);
+const tags=[...document.querySelectorAll('.tag > .l')].map(t=>[t.textContent,t.getBoundingClientRect()]);
 const clash=[];
 for(let i=0;i<tags.length;i++)for(let j=i+1;j<tags.length;j++){const a=tags[i][1],b=tags[j][1];
  if(a.left<b.right-0.5&&b.left<a.right-0.5&&a.top<b.bottom-0.5&&b.top<a.bottom-0.5)clash.push(tags[i][0]+'|'+tags[j][0]);}
+const gaps=[];
+document.querySelectorAll('.text').forEach(t=>{const pieces=[...t.querySelectorAll('.seg>.t,.plain')];
+ const ink=p=>{const r=document.createRange();r.selectNodeContents(p);return r.getBoundingClientRect();};
+ for(let i=1;i<pieces.length;i++){const a=ink(pieces[i-1]),b=ink(pieces[i]);
+  if(Math.abs(a.top-b.top)<1&&b.left-a.right>0.5)gaps.push(pieces[i-1].textContent+'|'+pieces[i].textContent);}});
 document.body.dataset.clashes=JSON.stringify(clash);document.body.dataset.tags=JSON.stringify(tags.map(t=>t[0]));
+document.body.dataset.gaps=JSON.stringify(gaps);
 document.body.dataset.missed=JSON.stringify([...document.querySelectorAll('.bar.missed')].map(b=>getComputedStyle(b).backgroundColor));
 </script>"""
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 @pytest.mark.slow
-def test_labels_never_overlap_and_misses_keep_their_types_colour(tmp_path):
-    """What the issue saw on CLUENER: labels of adjacent and nested spans ran into each other
-    ("positionname", "compaposition ✗"), and every missed bar was red whatever its type."""
+def test_labels_never_overlap_nor_push_the_text_apart_and_misses_keep_their_types_colour(tmp_path):
+    """What users saw on CLUENER: labels of adjacent and nested spans ran into each other
+    ("positionname", "compaposition ✗"); then labels wider than their entity pushed the text apart
+    (`曼联      之后`); and every missed bar was red whatever its type."""
     from globalpointer.evaluation.report_html import colours
 
-    labels = ["company", "name", "position"]
-    texts = ["经理张三在腾讯", "腾讯总经理"]
-    gold = [[E(0, 2, "position"), E(2, 4, "name"), E(5, 7, "company")], [E(0, 2, "company"), E(0, 5, "position")]]
-    predicted = [[E(0, 2, "position", 0.9), E(2, 4, "position", 0.8)], [E(0, 2, "company", 0.7)]]
+    labels = ["company", "name", "organization", "position"]
+    texts = ["经理张三在腾讯", "腾讯总经理", "曼联之后对阵AC米兰的比赛 in Manchester United"]
+    gold = [[E(0, 2, "position"), E(2, 4, "name"), E(5, 7, "company")], [E(0, 2, "company"), E(0, 5, "position")],
+            [E(0, 2, "organization"), E(6, 10, "organization"), E(17, 34, "organization")]]
+    predicted = [[E(0, 2, "position", 0.9), E(2, 4, "position", 0.8)], [E(0, 2, "company", 0.7)],
+                 [E(0, 2, "organization", 0.9), E(4, 6, "name", 0.6), E(6, 10, "company", 0.8),
+                  E(17, 27, "organization", 0.7)]]
     page = render_page("Evaluation", texts, predicted, labels, gold, error_summary(gold, predicted, labels))
     path = tmp_path / "page.html"
     path.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", path.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     found = {key: json.loads(html.unescape(value)) for key, value in re.findall(r'data-(\w+)="([^"]*)"', dom)
-             if key in ("clashes", "tags", "missed")}
-    assert found["clashes"] == []
+             if key in ("clashes", "tags", "missed", "gaps")}
+    assert found["gaps"] == []
+    assert found["clashes"] == [] and len(found["tags"]) >= 8
     assert "position (gold name) ✗" in found["tags"]  # a wrong type names the gold type on the page itself
     palette = colours(labels)
 

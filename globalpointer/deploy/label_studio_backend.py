@@ -40,6 +40,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
+from ..web import OPENER
 from ..inference.label_studio import prediction_for
 from .batcher import MicroBatcher
 from .http import check_texts, guarded, predict_for
@@ -142,26 +143,8 @@ class LabelStudioConnection:
         log.info("Label Studio at %s (from /setup)", url)
 
 
-class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Redirects followed only to http(s), and the Authorization header sent on only within the origin
-    the request was made to."""
-
-    def redirect_request(self, request, fp, code, message, headers, new_url):
-        target, source = urllib.parse.urlsplit(new_url), urllib.parse.urlsplit(request.full_url)
-        if target.scheme not in ("http", "https"):
-            raise urllib.error.URLError(f"redirect to a {target.scheme}: URL refused")
-        redirected = super().redirect_request(request, fp, code, message, headers, new_url)
-        if redirected is not None and (target.scheme, target.netloc) != (source.scheme, source.netloc):
-            for name in list(redirected.headers):
-                if name.lower() == "authorization":
-                    del redirected.headers[name]
-            redirected.unredirected_hdrs.pop("Authorization", None)
-        return redirected
-
-
 # What one export of a project may weigh: past it the round fails (its tasks would not fit a training run anyway)
 MAX_EXPORT_BYTES = 1 << 30
-OPENER = urllib.request.build_opener(SameOriginRedirects)
 
 
 def api_headers(token: str, url: str) -> dict:

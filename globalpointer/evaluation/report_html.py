@@ -7,6 +7,7 @@ entity boundary; under each segment, one lane per level of nesting shows the ent
 in their type's colour, so nested and crossing entities stack instead of hiding each other.
 """
 import html
+import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..spans import Entity
@@ -35,7 +36,7 @@ border-radius:2px;vertical-align:middle;margin-right:3px}
 .lane.sep{border-top:1px dashed #bbb;margin-top:3px;padding-top:2px}
 .bar{position:absolute;left:0;right:0;top:0;bottom:0}.bar.first{border-top-left-radius:3px;border-bottom-left-radius:3px;left:1px}
 .bar.last{border-top-right-radius:3px;border-bottom-right-radius:3px;right:1px}
-.tag{font-size:9px;line-height:10px;height:10px;color:#555;white-space:nowrap;padding-right:3px}
+.tag{font-size:9px;line-height:10px;height:10px;color:#555;white-space:nowrap;width:0;overflow:visible}
 .bar.missed{background-image:repeating-linear-gradient(45deg,rgba(255,255,255,.7) 0 2px,transparent 2px 5px);
 outline:1px dashed ERROR;outline-offset:1px}
 .bar.spurious,.bar.wrong_type,.bar.wrong_boundary{outline:2px solid ERROR;outline-offset:-1px}
@@ -88,23 +89,65 @@ def _title(judgement: Judgement, text: str) -> str:
 
 
 def _tag(judgement: Judgement, predictions_drawn: bool) -> str:
-    """The label under the first segment of an entity: its type, a mark on an error, and for a
-    wrong type the gold type it should have been (readable without hovering)."""
+    """The label under the first segment of an entity, as plain text: its type, a mark on an error,
+    and for a wrong type the gold type it should have been (readable without hovering)."""
     if judgement.gold and judgement.kind == "correct" and predictions_drawn:
         return ""  # the prediction under it carries the same label
-    words = html.escape(judgement.entity.type)
+    words = judgement.entity.type
     if judgement.kind == "wrong_type" and judgement.partner is not None:
-        words += f" (gold {html.escape(judgement.partner.type)})"
-    return words + ("" if judgement.kind == "correct" else "<span class=mark> ✗</span>")
+        words += f" (gold {judgement.partner.type})"
+    return words + ("" if judgement.kind == "correct" else MARK)
+
+
+MARK = " ✗"
+# Widths in ems, for placing labels without measuring them.  Each errs towards labels wider and text
+# narrower than drawn, so two labels placed apart never touch: Chromium without a CJK font draws Chinese
+# at 0.6 em (with one, 1 em), and the labels' lower-case at about 0.65 em.
+TEXT_PX, TAG_PX = 16, 9  # the text at the browser's default size, the labels as STYLE sets them
+TEXT_EM = {"wide": 0.55, "narrow": 0.45}
+TAG_EM = {"wide": 1.0, "narrow": 0.75}
+
+
+def _width(text: str, size: float, ems: Dict[str, float]) -> float:
+    return sum(size * ems["wide" if unicodedata.east_asian_width(c) in "WF" else "narrow"] for c in text)
+
+
+def label_rows(text: str, lane: Sequence[Entity], labels: Dict[Entity, str]) -> Tuple[Dict[Entity, int], int]:
+    """The row under ``lane`` each label goes in, and how many rows: a label runs on to the right of
+    its entity's first segment without widening it (the text stays together), so a label that would
+    reach the next label of its row goes one row down."""
+    row_ends: List[float] = []
+    row_of: Dict[Entity, int] = {}
+    for entity in sorted(lane, key=lambda e: e.start):
+        if not labels.get(entity):
+            continue
+        left = _width(text[:entity.start], TEXT_PX, TEXT_EM)
+        right = left + _width(labels[entity], TAG_PX, TAG_EM) + 4
+        row = next((number for number, end in enumerate(row_ends) if end <= left), len(row_ends))
+        row_ends[row:row + 1] = [right]
+        row_of[entity] = row
+    return row_of, max(1, len(row_ends))
+
+
+def _tag_html(words: str) -> str:
+    if not words:
+        return ""
+    plain = words[:-len(MARK)] if words.endswith(MARK) else words
+    mark = "<span class=mark>" + MARK + "</span>" if words.endswith(MARK) else ""
+    return f'<span class="l">{html.escape(plain)}{mark}</span>'
 
 
 def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dict[str, str], source: str = "") -> str:
-    """One text: its segments, gold lanes above a dashed line, predicted lanes under it.  Every lane
-    has a row for labels under its bars, so labels stack as the bars do and a segment is as wide as
-    the labels that start in it: no two labels overlap."""
+    """One text: its segments, gold lanes above a dashed line, predicted lanes under it.  Under each
+    lane, rows of labels (``label_rows``): a label does not widen its segment, and no two overlap."""
     groups = [[j for j in judged if j.gold], [j for j in judged if not j.gold]]
     kind_of = {(j.gold, j.entity): j for j in judged}
     lane_sets = [lanes([j.entity for j in group]) for group in groups]
+    placed = {}
+    for gold, lane_set in zip((True, False), lane_sets):
+        for lane in lane_set:
+            words = {e: _tag(kind_of[(gold, e)], bool(lane_sets[1])) for e in lane}
+            placed[(gold, id(lane))] = (words, *label_rows(text, lane, words))
     cells = []
     for start, end in _cuts(text, [j.entity for j in judged]):
         piece = html.escape(text[start:end])
@@ -115,18 +158,22 @@ def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dic
         rows = []
         for gold, lane_set in zip((True, False), lane_sets):
             for number, lane in enumerate(lane_set):
+                words, row_of, row_count = placed[(gold, id(lane))]
                 entity = next((e for e in lane if e.start < end and start < e.end), None)
                 lane_class = "lane gold" if gold else "lane sep" if number == 0 and lane_sets[0] else "lane"
+                starts_here = entity is not None and entity.start == start
+                tags = [_tag_html(words[entity]) if starts_here and row_of.get(entity) == row else ""
+                        for row in range(row_count)]
+                tag_rows = "".join(f'<div class="tag">{tag}</div>' for tag in tags)
                 if entity is None:
-                    rows.append(f'<div class="{lane_class}"></div><div class="tag"></div>')
+                    rows.append(f'<div class="{lane_class}"></div>{tag_rows}')
                     continue
                 judgement = kind_of[(gold, entity)]
-                classes = ["bar", judgement.kind] + (["first"] if entity.start == start else []) + \
+                classes = ["bar", judgement.kind] + (["first"] if starts_here else []) + \
                           (["last"] if entity.end == end else [])
-                tag = _tag(judgement, bool(lane_sets[1])) if entity.start == start else ""
                 rows.append(f'<div class="{lane_class}"><div class="{" ".join(classes)}" '
                             f'style="background-color:{palette.get(entity.type, "#999")}" '
-                            f'title="{html.escape(_title(judgement, text))}"></div></div><div class="tag">{tag}</div>')
+                            f'title="{html.escape(_title(judgement, text))}"></div></div>{tag_rows}')
         cells.append(f'<span class="seg"><span class="t">{piece}</span>{"".join(rows)}</span>')
     kinds = sorted({j.kind for j in judged if j.kind != "correct"})
     label = html.escape(source or f"text {index + 1}")

@@ -1,0 +1,216 @@
+"""The public datasets the shipped configs read, fetched into the layout they read
+(``globalpointer data fetch SET``, docs/data-formats.md#public-datasets).
+
+Each set's archive comes from its source, or from a mirror or a file the user names with ``--from``;
+the same checks apply to all three: the archive's and each file's published MD5 where the source
+publishes one, otherwise the number of records of each file as the set's paper gives it.  Nothing is
+written unless every file passes, a file already in place is kept (and one that differs is refused,
+never replaced), and each file is renamed into ``DIR/<set>/`` whole.  A set behind a registration or a
+licence is named with where to get it and where to put it; nothing is fetched for it."""
+import hashlib
+import io
+import logging
+import os
+import tarfile
+import urllib.error
+import urllib.parse
+import zipfile
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..errors import DataError, UserError
+from ..files import atomic_output
+from ..web import OPENER
+
+log = logging.getLogger("globalpointer")
+
+# An archive larger than this is not one of these sets (the largest, MSRA, is under 20 MiB)
+MAX_ARCHIVE_BYTES = 512 * 2 ** 20
+DOWNLOAD_TIMEOUT_S = 60
+
+
+def tsv_to_chars(content: bytes) -> bytes:
+    """PaddleNLP's MSRA layout (``text_a<TAB>label`` header, then per sentence its characters and its
+    tags, each joined by \\x02) as the ``chars`` format: a character and its tag per line, a blank line
+    after each sentence."""
+    lines = []
+    for number, line in enumerate(content.decode("utf-8").splitlines(), 1):
+        if number == 1 and line.startswith("text_a"):
+            continue
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        characters, tags = (columns[0].split("\x02"), columns[1].split("\x02")) if len(columns) == 2 else ((), ())
+        if not characters or len(characters) != len(tags):
+            raise DataError(f"line {number}: expected characters and as many tags, \\x02-joined, in two "
+                            f"tab-separated columns")
+        lines += [f"{character}\t{tag}" for character, tag in zip(characters, tags)] + [""]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class SetFile:
+    name: str  # its name in DIR/<set>/, where the shipped config reads it
+    member: str  # the file's name in the archive (in any of its folders)
+    md5: Optional[str] = None  # the member's published checksum
+    records: Optional[int] = None  # its non-empty lines, checked where no checksum is published
+    convert: Optional[Callable[[bytes], bytes]] = None  # to the layout the config reads
+
+
+@dataclass(frozen=True)
+class PublicSet:
+    title: str
+    source: str  # who publishes it, and on what terms
+    url: Optional[str] = None  # None: no automatic download (see ``manual``)
+    md5: Optional[str] = None  # the archive's published checksum
+    files: Tuple[SetFile, ...] = ()
+    manual: str = ""  # where to get it by hand
+
+
+# name -> the set.  Checksums are the ones PaddleNLP's dataset loaders publish for their mirrors
+# (paddlenlp/datasets/msra_ner.py, cblue.py); CMeEE's dev and test MD5s were compared with copies of
+# the files here.  CLUENER's release publishes no checksum: its files are checked by their record
+# counts (10,748 / 1,343 / 1,345, the CLUENER2020 paper's).
+PUBLIC_SETS: Dict[str, PublicSet] = {
+    "cluener": PublicSet(
+        "CLUENER2020 (10 fine-grained Chinese types)",
+        "the CLUE benchmark's public release; free to download, for research use",
+        url="https://storage.googleapis.com/cluebenchmark/tasks/cluener_public.zip",
+        files=(SetFile("train.json", "train.json", records=10748), SetFile("dev.json", "dev.json", records=1343),
+               SetFile("test.json", "test.json", records=1345))),
+    "msra": PublicSet(
+        "MSRA (SIGHAN 2006; PER, LOC, ORG)",
+        "PaddleNLP's mirror of the SIGHAN 2006 bakeoff data; for research use",
+        url="https://bj.bcebos.com/paddlenlp/datasets/msra_ner.tar.gz", md5="f1aadbbf328ea2fa50c9c2b56db0d31e",
+        files=(SetFile("msra_train_bio.txt", "train.tsv", md5="e5b4b734ef91861384f441456ad995dd", convert=tsv_to_chars),
+               SetFile("msra_test_bio.txt", "test.tsv", md5="40b26ae09b63af78ea3a91ac8b8ae303", convert=tsv_to_chars))),
+    "cmeee": PublicSet(
+        "CMeEE (CBLUE; nested medical entities)",
+        "PaddleNLP's mirror of CBLUE (first released on Alibaba Tianchi); for research use",
+        url="https://paddlenlp.bj.bcebos.com/datasets/cblue/CMeEE.zip", md5="2f21afc5d95918346b673f84eecd06b1",
+        files=(SetFile("CMeEE_train.json", "CMeEE_train.json", md5="725b34819dd49a0ce028c37e4ad0a73b"),
+               SetFile("CMeEE_dev.json", "CMeEE_dev.json", md5="42778760dcce7b9ada6e290f7b2a59c2"),
+               SetFile("CMeEE_test.json", "CMeEE_test.json", md5="c45b3b3d79ca29776e3d9f009b7d6ee5"))),
+    "conll2003": PublicSet(
+        "CoNLL-2003 (English; PER, LOC, ORG, MISC)",
+        "built from the Reuters RCV1 corpus, which NIST distributes under an agreement",
+        manual="sign the Reuters corpus agreement (https://trec.nist.gov/data/reuters/reuters.html), build the "
+               "CoNLL-2003 files with the shared task's scripts, and put train.txt, valid.txt and test.txt in "
+               "DIR/conll2003/"),
+}
+
+
+def find_set(name: str) -> PublicSet:
+    if name not in PUBLIC_SETS:
+        raise UserError(f"no public set {name!r}: the sets are {', '.join(PUBLIC_SETS)}")
+    return PUBLIC_SETS[name]
+
+
+def download(location: str) -> bytes:
+    """The bytes at ``location``: an http(s) URL, or a file already downloaded."""
+    if urllib.parse.urlsplit(location).scheme not in ("http", "https"):
+        if not os.path.isfile(location):
+            raise UserError(f"--from {location}: no such file, and not an http(s) URL")
+        with open(location, "rb") as source:
+            return _bounded(source, location)
+    log.info("downloading %s", location)
+    try:
+        with OPENER.open(location, timeout=DOWNLOAD_TIMEOUT_S) as answer:
+            return _bounded(answer, location)
+    except urllib.error.HTTPError as error:
+        raise UserError(f"{location}: HTTP {error.code} {error.reason}; download it yourself (a browser, "
+                        f"or a mirror) and pass the file or the mirror's URL with --from") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise UserError(f"{location}: could not download it ({reason}); download it yourself (a browser, or a "
+                        f"mirror) and pass the file or the mirror's URL with --from") from None
+
+
+def _bounded(stream, location: str) -> bytes:
+    content = stream.read(MAX_ARCHIVE_BYTES + 1)
+    if len(content) > MAX_ARCHIVE_BYTES:
+        raise DataError(f"{location}: more than {MAX_ARCHIVE_BYTES} bytes, which none of these archives is")
+    return content
+
+
+def archive_members(location: str, content: bytes) -> Dict[str, bytes]:
+    """The regular files of a zip or tar(.gz) archive by their base names (folders and macOS's
+    ``__MACOSX`` copies left out), each read within ``MAX_ARCHIVE_BYTES``."""
+    members: Dict[str, bytes] = {}
+    try:
+        if zipfile.is_zipfile(io.BytesIO(content)):
+            with zipfile.ZipFile(io.BytesIO(content)) as archive:
+                for info in archive.infolist():
+                    if not info.is_dir() and not info.filename.startswith("__MACOSX/"):
+                        with archive.open(info) as member:
+                            members[os.path.basename(info.filename)] = _bounded(member, f"{location}!{info.filename}")
+            return members
+        with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
+            for info in archive.getmembers():
+                if info.isfile():
+                    members[os.path.basename(info.name)] = _bounded(archive.extractfile(info), f"{location}!{info.name}")
+        return members
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
+        raise DataError(f"{location}: neither a zip nor a tar archive that can be read ({error}); the download "
+                        f"may have been cut short: fetch it again") from None
+
+
+def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -> List[Tuple[SetFile, bytes]]:
+    """Each file of the set with the content to write, after the archive's and the files' checks."""
+    if chosen.md5 and hashlib.md5(content).hexdigest() != chosen.md5:
+        raise DataError(f"{location}: MD5 {hashlib.md5(content).hexdigest()}, but {name}'s archive has "
+                        f"{chosen.md5}: the download is damaged or not this set's; nothing was written")
+    members = archive_members(location, content)
+    files = []
+    for wanted in chosen.files:
+        if wanted.member not in members:
+            raise DataError(f"{location}: no {wanted.member} in the archive (it holds "
+                            f"{', '.join(sorted(members)) or 'nothing'}); nothing was written")
+        member = members[wanted.member]
+        if wanted.md5 and hashlib.md5(member).hexdigest() != wanted.md5:
+            raise DataError(f"{location}: {wanted.member} has MD5 {hashlib.md5(member).hexdigest()}, not the "
+                            f"published {wanted.md5}; nothing was written")
+        if wanted.records is not None:
+            found = sum(1 for line in member.splitlines() if line.strip())
+            if found != wanted.records:
+                raise DataError(f"{location}: {wanted.member} has {found} records, but {name}'s has "
+                                f"{wanted.records}; the download is damaged or another version: nothing was written")
+        try:
+            files.append((wanted, wanted.convert(member) if wanted.convert else member))
+        except DataError as error:
+            raise DataError(f"{location}: {wanted.member}: {error}") from None
+    return files
+
+
+def fetch_set(name: str, directory: str = "data", location: Optional[str] = None) -> List[str]:
+    """Fetch, check and lay out the public set ``name`` in ``directory/name/``; the paths of its files.
+    ``location`` (a mirror's URL or a downloaded file) replaces the source; the checks stay."""
+    chosen = find_set(name)
+    target = os.path.join(directory, name)
+    if chosen.url is None:
+        raise UserError(f"{name} cannot be downloaded automatically ({chosen.source}): "
+                        f"{chosen.manual.replace('DIR/', os.path.join(directory, ''))}")
+    location = location or chosen.url
+    files = checked_files(name, chosen, location, download(location))
+    paths = [os.path.join(target, wanted.name) for wanted, _ in files]
+    for path, (_, content) in zip(paths, files):
+        if os.path.lexists(path) and not (os.path.isfile(path) and open(path, "rb").read() == content):
+            raise UserError(f"{path} is there already and differs from {name}'s; move it away to fetch the set "
+                            f"(nothing was written)")
+    for path, (_, content) in zip(paths, files):
+        if os.path.isfile(path):
+            log.info("%s: there already, the same", path)
+            continue
+        with atomic_output(path, binary=True) as out:
+            out.write(content)
+    return paths
+
+
+def describe_sets() -> str:
+    """One paragraph per set: what it is, where it comes from, and whether ``fetch`` gets it."""
+    rows = []
+    for name, chosen in PUBLIC_SETS.items():
+        how = (f"fetch: {chosen.url}" if chosen.url else "by hand: " + chosen.manual.replace("DIR/", "data/"))
+        rows.append(f"{name}: {chosen.title}\n  {chosen.source}\n  files: "
+                    f"{', '.join(f.name for f in chosen.files) or 'train.txt, valid.txt, test.txt'}\n  {how}")
+    return "\n".join(rows)
