@@ -14,7 +14,7 @@ from globalpointer.data.batching import collate
 from globalpointer.data.features import Featurizer
 from globalpointer.data.readers import read_records
 from globalpointer.model.encoders import load_encoder
-from globalpointer.inference.extractor import model_inputs
+from globalpointer.model.network import model_inputs
 from globalpointer.model.network import build_network
 from globalpointer.runtime import setup_runtime
 

@@ -12,7 +12,7 @@ from globalpointer.errors import CheckpointError, ConfigError, UserError
 from globalpointer.model.backends import (OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend,
                                           onnx_providers, paddle_inference_settings)
 from globalpointer.deploy.export import export_checkpoint
-from globalpointer.inference.extractor import model_inputs
+from globalpointer.model.network import model_inputs
 from globalpointer.checkpoint import load_checkpoint
 
 

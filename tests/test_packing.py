@@ -11,7 +11,7 @@ from globalpointer.config import ModelConfig
 from globalpointer.data.batching import collate, collate_rows, pack_rows, split_row
 from globalpointer.data.features import Featurizer
 from globalpointer.model.encoders import build_tiny
-from globalpointer.inference.extractor import model_inputs
+from globalpointer.model.network import model_inputs
 from globalpointer.model.masks import MASKED_LOGIT, span_mask, text_attention
 from globalpointer.model.network import build_network
 from globalpointer.model.reference import open_cells

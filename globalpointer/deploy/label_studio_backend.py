@@ -95,6 +95,29 @@ class Served(NamedTuple):
     version: str
 
 
+class ServedModel:
+    """The model the backend serves, swapped for each finished round's between two forward passes;
+    a job ends on the model it started with, and says which (its ``version``)."""
+
+    def __init__(self, pipeline, directory: str, overrides: Optional[List[str]]):
+        self.now = Served(pipeline, os.path.normpath(directory))
+        self.overrides = overrides
+        self.rows_per_pass = pipeline.config.serve.rows_per_pass
+        self.lock = threading.Lock()  # one Paddle user at a time: a forward pass, or loading a round's model
+
+    def swap(self, directory: str) -> None:
+        from ..inference.pipeline import load
+
+        with self.lock:  # Paddle builds it between two forward passes, not during one
+            self.now = Served(load(directory, self.overrides), os.path.normpath(directory))
+        log.info("now serving %s", self.now.version)
+
+    def predict_steps(self, texts: List[str]):
+        now = self.now
+        found = yield from now.pipeline.predict_steps(texts, self.rows_per_pass)
+        return [(now.version, entities) for entities in found]
+
+
 def label_studio_address(url: str, where: str) -> str:
     """``url`` as the base of Label Studio's API: http or https with a host, nothing else (a file: URL
     would make a round read a local file, and its token would go wherever the URL says)."""
@@ -291,6 +314,18 @@ class Trainer:
         return directory
 
 
+def predictions(found: List[Tuple[str, list]], interface) -> List[dict]:
+    """Label Studio's prediction of each task from its (model version, entities), with the types the
+    project's interface offers."""
+    offered = set(interface.labels)
+    return [prediction_for([e for e in entities if e["type"] in offered], version, interface.from_name,
+                           interface.to_name) for version, entities in found]
+
+
+NOT_CONNECTED = ("no Label Studio address and token: start the backend with --label-studio-url and "
+                 "LABEL_STUDIO_API_KEY (or with basic authentication, when Label Studio then calls /setup with them)")
+
+
 def create_app(model: str, pipeline, work_dir: str, base_config: str, label_studio_url: str = "",
                api_key: str = "", overrides: Optional[List[str]] = None,
                basic_auth: Optional[Tuple[str, str]] = None):
@@ -302,26 +337,12 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
     from fastapi.responses import JSONResponse
     from fastapi_offline import FastAPIOffline
 
-    from ..inference.pipeline import load
-
     limits = pipeline.config.serve
-    served = Served(pipeline, os.path.normpath(model))
-    model_lock = threading.Lock()  # one Paddle user at a time: a forward pass, or loading a new round's model
+    served = ServedModel(pipeline, model, overrides)
     connection = LabelStudioConnection(label_studio_url, api_key, setup_allowed=basic_auth is not None)
-
-    def swap(directory: str) -> None:
-        nonlocal served
-        with model_lock:  # Paddle builds it between two forward passes, not during one
-            served = Served(load(directory, overrides), os.path.normpath(directory))
-        log.info("now serving %s", served.version)
-
-    def predict_steps(texts: List[str]):
-        now = served  # a job ends on the model it started with, and says which
-        found = yield from now.pipeline.predict_steps(texts, limits.rows_per_pass)
-        return [(now.version, entities) for entities in found]
-
-    trainer = Trainer(work_dir, base_config, list(pipeline.labels), swap, connection, limits.shutdown_timeout_s)
-    batcher = MicroBatcher.for_service(predict_steps, limits, pipeline.extractor.featurizer.window_size, model_lock)
+    trainer = Trainer(work_dir, base_config, list(pipeline.labels), served.swap, connection, limits.shutdown_timeout_s)
+    batcher = MicroBatcher.for_service(served.predict_steps, limits, pipeline.extractor.featurizer.window_size,
+                                       served.lock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -339,14 +360,14 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
     @app.get("/health")
     @app.get("/")
     async def health():
-        return {"status": "UP", "model_class": "GlobalPointer", "model_version": served.version,
+        return {"status": "UP", "model_class": "GlobalPointer", "model_version": served.now.version,
                 "training": "running" if trainer.running else "idle", "last_round": trainer.last}
 
     @app.post("/setup")
     async def setup(body: dict = Body(...)):
         read_interface(body.get("schema", ""))
         connection.from_setup(body.get("hostname"), body.get("access_token"))
-        return {"model_version": served.version}
+        return {"model_version": served.now.version}
 
     @app.post("/predict")
     async def predict(request: Request, body: dict = Body(...)):
@@ -357,10 +378,7 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         texts = task_texts(tasks, interface)
         await check_texts(texts, limits, pipeline.extractor.featurizer, name="tasks")
         found = await predict_for(batcher, texts, request) if texts else []
-        offered = set(interface.labels)
-        results = [prediction_for([e for e in entities if e["type"] in offered], version, interface.from_name,
-                                  interface.to_name) for version, entities in found]
-        return {"results": results, "model_version": found[0][0] if found else served.version}
+        return {"results": predictions(found, interface), "model_version": found[0][0] if found else served.now.version}
 
     @app.post("/webhook")
     async def webhook(body: dict = Body(...)):
@@ -370,11 +388,8 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
         project = body.get("project")
         number = project_id(project)
         if not connection.ready:
-            raise HTTPException(409, "no Label Studio address and token: start the backend with --label-studio-url "
-                                     "and LABEL_STUDIO_API_KEY (or with basic authentication, when Label Studio "
-                                     "then calls /setup with them)")
-        labels = read_interface(project.get("label_config", "")).labels
-        trainer.request({"id": number, "labels": labels})
+            raise HTTPException(409, NOT_CONNECTED)
+        trainer.request({"id": number, "labels": read_interface(project.get("label_config", "")).labels})
         return JSONResponse({"status": "training", "action": action}, status_code=201)
 
     app.state.trainer = trainer

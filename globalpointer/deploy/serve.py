@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import sys
+from types import SimpleNamespace
 from typing import List, Optional
 
 from ..config import ServeConfig
@@ -35,18 +36,13 @@ def validation_messages(errors) -> List[dict]:
             for error in errors]
 
 
-def create_app(ner, limits: ServeConfig, credentials=None):
-    """The FastAPI application over a ``globalpointer.load`` pipeline, behind the layer of ``http``
-    (with ``credentials``, (user, password), every request must carry them)."""
-    from fastapi import Request, Response
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
-    from fastapi_offline import FastAPIOffline
+def api_models(limits: ServeConfig) -> SimpleNamespace:
+    """The request and answer models of the API (its OpenAPI schema), with ``limits`` in their
+    descriptions."""
     from pydantic import BaseModel, ConfigDict, Field, field_validator
-    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from ..data.readers import lone_surrogate_at
-    from ..errors import json_failure
+    from ..model.backends import BACKENDS
 
     class ExtractRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -85,7 +81,7 @@ def create_app(ner, limits: ServeConfig, credentials=None):
     class Health(BaseModel):
         status: str = Field(description="ok while the service answers")
         model: str = Field(description="the model directory it serves")
-        backend: str = Field(description="dynamic, paddle-inference, onnxruntime or openvino")
+        backend: str = Field(description=f"one of {', '.join(BACKENDS)}")
         device: str
 
     class Labels(BaseModel):
@@ -94,20 +90,18 @@ def create_app(ner, limits: ServeConfig, credentials=None):
     class Problem(BaseModel):
         detail: str = Field(description="what was wrong and what would fix it")
 
-    featurizer = ner.extractor.featurizer
-    batcher = MicroBatcher.for_service(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits,
-                                       featurizer.window_size)
+    return SimpleNamespace(ExtractRequest=ExtractRequest, ExtractResponse=ExtractResponse, Health=Health,
+                           Labels=Labels, Problem=Problem)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        yield
-        batcher.shut_down(limits.shutdown_timeout_s)
 
-    # /docs and /redoc from the Swagger UI and ReDoc files of the fastapi-offline package: the pages
-    # work without internet (FastAPI's own load them from a CDN)
-    app = FastAPIOffline(title="GlobalPointer NER", lifespan=lifespan,
-                         description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
-                                     f"({ner.backend} backend).")
+def answer_errors_as_json(app) -> None:
+    """422 for a request that is not the API's (without echoing the input), and 404 / 405 naming what
+    the service answers."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from ..errors import json_failure
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request, error: RequestValidationError):
@@ -124,19 +118,43 @@ def create_app(ner, limits: ServeConfig, credentials=None):
                       f"/v1/extract, GET /v1/labels, GET /health and GET /docs")
         return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
-    @app.get("/health", response_model=Health, operation_id="health")
+
+def create_app(ner, limits: ServeConfig, credentials=None):
+    """The FastAPI application over a ``globalpointer.load`` pipeline, behind the layer of ``http``
+    (with ``credentials``, (user, password), every request must carry them)."""
+    from fastapi import Request, Response
+    from fastapi_offline import FastAPIOffline
+
+    models = api_models(limits)
+    featurizer = ner.extractor.featurizer
+    batcher = MicroBatcher.for_service(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits,
+                                       featurizer.window_size)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.shut_down(limits.shutdown_timeout_s)
+
+    # /docs and /redoc from the Swagger UI and ReDoc files of the fastapi-offline package: the pages
+    # work without internet (FastAPI's own load them from a CDN)
+    app = FastAPIOffline(title="GlobalPointer NER", lifespan=lifespan,
+                         description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
+                                     f"({ner.backend} backend).")
+    answer_errors_as_json(app)
+
+    @app.get("/health", response_model=models.Health, operation_id="health")
     async def health():
         return {"status": "ok", "model": ner.directory, "backend": ner.backend, "device": ner.runtime.device}
 
-    @app.get("/v1/labels", response_model=Labels, operation_id="labels")
+    @app.get("/v1/labels", response_model=models.Labels, operation_id="labels")
     async def labels():
         return {"labels": ner.labels}
 
-    @app.post("/v1/extract", response_model=ExtractResponse, operation_id="extract",
-              responses={413: {"model": Problem,
+    @app.post("/v1/extract", response_model=models.ExtractResponse, operation_id="extract",
+              responses={413: {"model": models.Problem,
                                "description": "too many texts, a text too long, too many tokens, or a body too large"},
-                         503: {"model": Problem, "description": "the service is shutting down"}})
-    async def extract(body: ExtractRequest, request: Request):
+                         503: {"model": models.Problem, "description": "the service is shutting down"}})
+    async def extract(body: models.ExtractRequest, request: Request):
         texts = body.texts
         await check_texts(texts, limits, featurizer)
         if not texts:

@@ -1,17 +1,14 @@
 """Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
-from typing import Callable, Dict, Generator, List, Sequence
+from typing import Callable, Dict, Generator, List, Optional, Sequence
 
 import numpy as np
 import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, window_entities
-from ..model.decode import Threshold, select_flat
+from ..model.decode import Threshold, score_logit, select_flat
+from ..model.network import model_inputs
 from ..spans import Entity
-
-
-def model_inputs(batch: dict) -> dict:
-    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "token_text", "span_text")}
 
 
 class Extractor:
@@ -32,6 +29,16 @@ class Extractor:
         self.threshold = threshold
         self.batch_size = batch_size
         self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
+
+    @classmethod
+    def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
+                threshold: Optional[Threshold] = None, batch_size: int = 0) -> "Extractor":
+        """The extractor a run's config and its training record (``checkpoint.TrainedFor``) describe:
+        its labels and decoding, ``model.min_score`` (unless ``threshold``), ``inference.batch_size``
+        (unless ``batch_size``) and ``inference.pack_texts``."""
+        return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),
+                   score_logit(config.model.min_score) if threshold is None else threshold,
+                   batch_size or config.inference.batch_size, pack_texts=config.inference.pack_texts)
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))

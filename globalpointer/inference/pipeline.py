@@ -194,8 +194,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     log.info("%s: %s backend on %s, %s entities%s", directory, chosen, runtime.device, decode,
              " (model.decode auto: no training text had overlapping ones)"
              if config.model.decode == "auto" and decode == "flat" else "")
-    extractor = Extractor(network, featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
-                                                  config.data.window_overlap), labels, decode,
-                          threshold, window_batch_size or config.inference.batch_size,
-                          pack_texts=config.inference.pack_texts)
+    featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
+                                config.data.window_overlap)
+    extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size)
     return Pipeline(extractor, config, labels, runtime, chosen, directory)

@@ -21,6 +21,11 @@ from .weights import mismatches, read_state, summary
 WEIGHTS = "model.safetensors"
 
 
+def model_inputs(batch: dict) -> dict:
+    """A batch's arrays (data/batching.py) as the network's input tensors."""
+    return {key: paddle.to_tensor(batch[key]) for key in ("input_ids", "token_text", "span_text")}
+
+
 class SpanNetwork(nn.Layer):
     def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float):
         super().__init__()

@@ -4,7 +4,8 @@ the step (micro-batches, recipes, the update), run.py the run directory, progres
 import contextlib
 import logging
 import math
-from typing import Callable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import paddle
 from tqdm import tqdm
@@ -13,11 +14,11 @@ from ..checkpoint import TrainedFor, resolve_checkpoint
 from ..config import RunConfig, require_files
 from ..corpus import featurizer_for, infer_labels, load_records, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
+from ..data.features import Featurizer
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
 from ..files import RunLock
 from ..inference.extractor import Extractor
-from ..model.decode import score_logit
 from ..model.encoders import check_position_limit, load_encoder, position_limit
 from ..model.network import build_network, load_weights
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
@@ -49,11 +50,54 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_netwo
         return _train(config, resume, build, overwrite, resume_anyway)
 
 
+@dataclass
+class Training:
+    """What the preparation of a run hands to its steps: the data as windows, the network and its
+    optimizer, the run directory and where the run stands."""
+    config: RunConfig
+    runtime: Runtime
+    labels: List[str]
+    dev_records: List[Record]
+    test_records: List[Record]
+    featurizer: Featurizer
+    windows: list
+    alignment: object
+    network: paddle.nn.Layer
+    optimizer: object
+    stepper: Stepper
+    run: RunDirectory
+    progress: Progress
+    extractor: Extractor
+    steps_per_epoch: int
+
+
 def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, resume_anyway: bool) -> dict:
+    state = prepare(config, resume, build, overwrite, resume_anyway)
+    progress, stopped_early = state.progress, False
+    with StopRequest() as stop:
+        for train_loss in due_evaluations(state, stop):
+            if evaluate_and_save(state, train_loss):
+                stopped_early = True
+                break
+        interrupted = stop.requested
+    if interrupted:
+        check_finite_weights(state.network, progress.global_step, config.train)
+        state.run.save_last(state.network, state.optimizer, state.stepper.ema, progress)
+        raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {state.run.last}, "
+                                f"continue with --resume")
+    if stopped_early and state.runtime.is_main:
+        log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
+    summary = run_summary(state, stopped_early)
+    if state.test_records:
+        summary["test"] = test_best(state)
+    state.run.write_json("summary.json", summary)
+    return summary
+
+
+def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, resume_anyway: bool) -> Training:
+    """Records -> windows; the network, its optimizer and where the run starts (``resume``)."""
     runtime = setup_runtime(config.device, config.cpu_threads)
     data, train = config.data, config.train
-
-    # records -> windows
     train_records = load_records(data.train, **data.reading)
     labels = infer_labels(train_records, data.labels, data.train)
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
@@ -69,15 +113,12 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
         log.info("model.decode auto: %s (%s training text had overlapping entities)",
                  trained_for.decoding("auto"), "a" if trained_for.overlapping else "no")
     windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
-    lengths = [len(w.input_ids) for w in windows]
-
-    # network, optimizer, where the run starts
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
     # model), and the head's initialisation must not depend on whether the cache was warm.
     seed_everything(train.seed)
     network = build(config.model, encoder, len(labels))
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network
-    steps_per_epoch = math.ceil(len(epoch_batches(lengths, config, runtime, 0)) / train.grad_accum_steps)
+    steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * train.epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu)
     run = RunDirectory(config, trained_for, encoder, runtime)
@@ -85,88 +126,103 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
     run.start(progress)
-    extractor = Extractor(network, featurizer, labels, trained_for.decoding(config.model.decode),
-                          score_logit(config.model.min_score),
-                          config.inference.batch_size, pack_texts=config.inference.pack_texts)
+    extractor = Extractor.for_run(network, featurizer, trained_for, config)
+    return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
+                    optimizer, stepper, run, progress, extractor, steps_per_epoch)
 
-    def evaluate_and_save(train_loss: float) -> bool:
-        """Dev F1 (with train.ema_decay: of the average, and of the trained weights for the log), a
-        metrics row, the best and last checkpoints; True when patience has run out."""
-        check_finite_weights(network, progress.global_step, train)
-        with progress.evaluation_time():
-            f1_without_average = None
-            if stepper.ema is not None and dev_records:
-                f1_without_average = evaluate_on_main(extractor, dev_records, labels, runtime)[1]
-                progress.best_f1_without_average = max(progress.best_f1_without_average or 0.0, f1_without_average)
-            with stepper.ema.applied(network) if stepper.ema else contextlib.nullcontext():
-                report, f1 = evaluate_on_main(extractor, dev_records, labels, runtime)
-                improved = progress.record_evaluation(f1)
-                run.log_evaluation(network, progress, report, train_loss, improved, steps_per_epoch,
-                                   f1_without_average)
-        run.save_last(network, optimizer, stepper.ema, progress)
-        return 0 < train.patience <= progress.evals_since_best
 
-    # the steps: grad_accum_steps batches each (the epoch's last step takes what is left)
-    network.train()
-    bar = tqdm(total=steps_per_epoch * train.epochs, initial=progress.global_step, desc="train", unit="step",
-               disable=not runtime.is_main, dynamic_ncols=True)
-    losses: List[float] = []  # of the batches since the last evaluation
-    stopped_early = False
+def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
+    """The steps, ``train.grad_accum_steps`` batches each (an epoch's last step takes what is left),
+    from where the run stands; yields the mean training loss since the last evaluation whenever one is
+    due (every ``train.eval_every`` steps, else at each epoch's end), and returns when the epochs are
+    done (after one more evaluation for steps since the last) or a stop is requested.  The consumer
+    may stop early by leaving the loop."""
+    config, progress, train = state.config, state.progress, state.config.train
+    state.network.train()
+    bar = tqdm(total=state.steps_per_epoch * train.epochs, initial=progress.global_step, desc="train", unit="step",
+               disable=not state.runtime.is_main, dynamic_ncols=True)
+    losses: List[float] = []
     progress.start_clock()
-    with StopRequest() as stop:
-        while progress.epoch < train.epochs and not (stopped_early or stop.requested):
-            batches = epoch_batches(lengths, config, runtime, progress.epoch)
+    with bar:
+        while progress.epoch < train.epochs and not stop.requested:
+            batches = epoch_batches(state.windows, config, state.runtime, progress.epoch)
             for first in range(progress.batch_in_epoch, len(batches), train.grad_accum_steps):
                 step_batches = batches[first:first + train.grad_accum_steps]
-                for micro, window_ids in enumerate(step_batches):
-                    batch = collate([windows[i] for i in window_ids], featurizer.pad_id)
-                    loss, dropped = stepper.micro_batch(batch, progress.global_step, micro, len(step_batches))
-                    losses.append(loss)
-                    progress.dropped_gold += dropped
-                    progress.windows += len(window_ids)
-                stepper.update()
-                progress.global_step += 1
+                losses += run_step(state, step_batches)
                 progress.batch_in_epoch = first + len(step_batches)
-                progress.tick()
                 bar.update(1)
                 if progress.global_step % train.log_every == 0:
                     bar.set_postfix(loss=f"{mean(losses):.4f}", epoch=progress.epoch + 1,
                                     win_s=f"{progress.windows_per_second():.1f}")
                 if train.eval_every and progress.global_step % train.eval_every == 0:
-                    stopped_early, losses = evaluate_and_save(mean(losses)), []
-                if stop.requested or stopped_early:
-                    break
-            else:  # the epoch ran to its end
-                progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
-                if not train.eval_every:
-                    stopped_early, losses = evaluate_and_save(mean(losses)), []
-        interrupted = stop.requested
-    bar.close()
-    if interrupted:
-        check_finite_weights(network, progress.global_step, train)
-        run.save_last(network, optimizer, stepper.ema, progress)
-        raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {run.last}, continue with --resume")
-    if stopped_early and runtime.is_main:
-        log.info("early stop: no better dev F1 for %d evaluations", train.patience)
-    if progress.evaluated_step != progress.global_step:  # steps after the last evaluation
-        evaluate_and_save(mean(losses))
+                    yield mean(losses)
+                    losses = []
+                if stop.requested:
+                    return
+            progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
+            if not train.eval_every:
+                yield mean(losses)
+                losses = []
+    if progress.evaluated_step != progress.global_step and not stop.requested:
+        yield mean(losses)  # no batches since the last evaluation (a resumed run's last step): 0
 
-    summary = {"best_dev_f1": progress.best_f1 if dev_records else None, "best_step": progress.best_step,
-               "best_dev_f1_without_average": progress.best_f1_without_average,
-               "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
-               "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
-               "train_windows": len(windows), "gold_spans_lost_in_alignment": alignment.lost,
-               "gold_spans_dropped_by_head": progress.dropped_gold, "labels": labels, "world_size": runtime.world_size}
-    if test_records:
-        if runtime.is_main:  # the only process that decodes
-            load_weights(network, resolve_checkpoint(run.best))
-        report, _ = evaluate_on_main(extractor, test_records, labels, runtime)
-        if runtime.is_main:
-            summary["test"] = report["micro"]
-            run.write_json("test_report.json", report)
-            tqdm.write("test (best checkpoint):\n" + format_report(report))
-    run.write_json("summary.json", summary)
-    return summary
+
+def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
+    """One update from its micro-batches; their losses."""
+    progress, losses = state.progress, []
+    for micro, window_ids in enumerate(step_batches):
+        batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id)
+        loss, dropped = state.stepper.micro_batch(batch, progress.global_step, micro, len(step_batches))
+        losses.append(loss)
+        progress.dropped_gold += dropped
+        progress.windows += len(window_ids)
+    state.stepper.update()
+    progress.global_step += 1
+    progress.tick()
+    return losses
+
+
+def evaluate_and_save(state: Training, train_loss: float) -> bool:
+    """Dev F1 (with train.ema_decay: of the average, and of the trained weights for the log), a
+    metrics row, the best and last checkpoints; True when patience has run out."""
+    network, progress, stepper, train = state.network, state.progress, state.stepper, state.config.train
+    check_finite_weights(network, progress.global_step, train)
+    with progress.evaluation_time():
+        f1_without_average = None
+        if stepper.ema is not None and state.dev_records:
+            f1_without_average = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)[1]
+            progress.best_f1_without_average = max(progress.best_f1_without_average or 0.0, f1_without_average)
+        with stepper.ema.applied(network) if stepper.ema else contextlib.nullcontext():
+            report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
+            improved = progress.record_evaluation(f1)
+            state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch,
+                                     f1_without_average)
+    state.run.save_last(network, state.optimizer, stepper.ema, progress)
+    return 0 < train.patience <= progress.evals_since_best
+
+
+def run_summary(state: Training, stopped_early: bool) -> dict:
+    progress = state.progress
+    return {"best_dev_f1": progress.best_f1 if state.dev_records else None, "best_step": progress.best_step,
+            "best_dev_f1_without_average": progress.best_f1_without_average,
+            "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
+            "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
+            "train_windows": len(state.windows), "gold_spans_lost_in_alignment": state.alignment.lost,
+            "gold_spans_dropped_by_head": progress.dropped_gold, "labels": state.labels,
+            "world_size": state.runtime.world_size}
+
+
+def test_best(state: Training) -> Optional[dict]:
+    """The test report of the best checkpoint, loaded into the network (the main process decodes);
+    its micro scores, for the summary."""
+    if state.runtime.is_main:
+        load_weights(state.network, resolve_checkpoint(state.run.best))
+    report, _ = evaluate_on_main(state.extractor, state.test_records, state.labels, state.runtime)
+    if not state.runtime.is_main:
+        return None
+    state.run.write_json("test_report.json", report)
+    tqdm.write("test (best checkpoint):\n" + format_report(report))
+    return report["micro"]
 
 
 def evaluate_on_main(extractor: Extractor, records: List[Record], labels: List[str],
@@ -187,10 +243,10 @@ def evaluate_on_main(extractor: Extractor, records: List[Record], labels: List[s
 
 
 def mean(losses: List[float]) -> float:
-    return sum(losses) / max(len(losses), 1)  # no batches since the last evaluation (a resumed run's last step): 0
+    return sum(losses) / max(len(losses), 1)
 
 
-def epoch_batches(lengths: List[int], config: RunConfig, runtime: Runtime, epoch: int) -> List[List[int]]:
+def epoch_batches(windows: list, config: RunConfig, runtime: Runtime, epoch: int) -> List[List[int]]:
     """This process's batches of window indices in one epoch: the same for a resumed run."""
-    return length_grouped_batches(lengths, config.train.batch_size, True, config.train.seed + epoch, runtime.rank,
+    return length_grouped_batches([len(w.input_ids) for w in windows], config.train.batch_size, True, config.train.seed + epoch, runtime.rank,
                                   runtime.world_size)

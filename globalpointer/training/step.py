@@ -9,7 +9,7 @@ import paddle
 
 from ..config import RunConfig, TrainConfig
 from ..errors import TrainingError
-from ..inference.extractor import model_inputs
+from ..model.network import model_inputs
 from .recipes import EMA, FGM, layer_rates, word_embeddings
 
 log = logging.getLogger(__name__)
