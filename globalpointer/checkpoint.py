@@ -1,7 +1,8 @@
 """The self-contained checkpoint directory: written atomically, read with every file checked.
 
 A checkpoint holds ``model.safetensors`` (encoder and head), ``config.yaml`` (the run config as the
-user wrote it, with every default), what training resolved from it and the data (``labels.json``,
+user wrote it, with every default, but not how the model is run: ``config.RUN_TIME_SECTIONS``), what
+training resolved from it and the data (``labels.json``,
 and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's architecture and
 tokenizer files, so that evaluation and prediction need nothing but the directory.
 """
@@ -15,7 +16,7 @@ import os
 import shutil
 from typing import List, NamedTuple, Optional, Tuple
 
-from .config import RunConfig, dump_config, load_config
+from .config import RUN_TIME_SECTIONS, RunConfig, dump_config, load_config
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (FORMAT_VERSION, cache_directory, check_format_version, partial_directory, previous_versions,
                     swap_in_directory)
@@ -55,7 +56,7 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
     try:
         save_state(network.state_dict(), os.path.join(partial, WEIGHTS))
         with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
-            out.write(dump_config(config))
+            out.write(dump_config(config, leave_out=RUN_TIME_SECTIONS))
         with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
             json.dump(trained_for.labels, out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)
@@ -137,7 +138,7 @@ def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfi
     """Config, record and tokenizer of a checkpoint or export directory, without the weights.  An
     override of what training fixed (the types, the tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
-    config = load_config(os.path.join(directory, "config.yaml"), overrides, paths_from_file=False)
+    config = load_config(os.path.join(directory, "config.yaml"), overrides, saved=True)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary

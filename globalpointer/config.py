@@ -9,7 +9,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import yaml
 
@@ -420,15 +420,19 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
 
 def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = None,
                 base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set",
-                paths_from_file: bool = True) -> RunConfig:
+                saved: bool = False) -> RunConfig:
     """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides.  An error in
     an override's value names ``overrides_from`` and the item (None: the key alone, for callers that
-    say where it came from themselves).  ``paths_from_file``: relative paths in the file are read from
-    its folder (``resolve_paths``); a file this project wrote (a checkpoint's) keeps them as written."""
+    say where it came from themselves).  Relative paths in a user's file are read from its folder
+    (``resolve_paths``); a file this project ``saved`` (a run's or a checkpoint's) keeps them as
+    written, and its run-time sections (``RUN_TIME_SECTIONS``, which older versions saved) are left to
+    their defaults and ``overrides``."""
     tree: Dict[str, Any] = {}
     file_tree = read_yaml(path) if path else {}
-    if path and paths_from_file:
+    if path and not saved:
         resolve_paths(file_tree, os.path.dirname(os.path.abspath(path)))
+    for section in RUN_TIME_SECTIONS if saved else ():
+        file_tree.pop(section, None)
     for layer in (base or {}, file_tree):
         for section, values in layer.items():
             if isinstance(values, dict) and isinstance(tree.get(section), dict):
@@ -568,12 +572,20 @@ def key_help() -> List[KeyHelp]:
     return found
 
 
-def dump_config(config: RunConfig) -> str:
-    """YAML of every key, each with its help as a comment (what --print-config shows)."""
+# How a model is run, not what it is: a checkpoint's config.yaml leaves them out, and a model loaded
+# takes them from their defaults and --set, wherever it was trained
+RUN_TIME_SECTIONS = ("inference", "serve")
+
+
+def dump_config(config: RunConfig, leave_out: Sequence[str] = ()) -> str:
+    """YAML of every key (but the sections ``leave_out``), each with its help as a comment (what
+    --print-config shows)."""
     lines: List[str] = []
 
     def emit(obj, indent: str):
         for f in dataclasses.fields(obj):
+            if f.name in leave_out and obj is config:
+                continue
             value = getattr(obj, f.name)
             help_text = f.metadata.get("help", "")
             choices, bounds = _choices(f), f.metadata.get("bounds")

@@ -48,5 +48,5 @@ def test_an_encoder_folder_beside_the_config_is_found_and_a_name_stays_a_name(tm
 def test_a_checkpoints_config_keeps_its_paths_as_written(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("data:\n  dev: data/dev.jsonl\n", encoding="utf-8")
-    assert load_config(str(path), paths_from_file=False).data.dev == "data/dev.jsonl"
+    assert load_config(str(path), saved=True).data.dev == "data/dev.jsonl"
     assert load_config(str(path)).data.dev == os.path.join(str(tmp_path), "data", "dev.jsonl")

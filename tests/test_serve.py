@@ -96,21 +96,35 @@ def test_body_streamed_without_a_length_is_limited_too(service):
     assert answer.startswith(b"HTTP/1.1 413")
 
 
-def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(service):
+def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(trained, service):
+    """16 one-text clients at once on one worker: fewer jobs than clients (the service's own count,
+    logged when it stops), and each client its own text's entities."""
+    import re
+
     texts = [f"{name}在{place}" for name in ("张三", "李四", "王五", "赵六") for place in ("北京", "上海", "广州", "深圳")]
     answers = [None] * len(texts)
+    one_worker = Service(trained / "run" / "best", "--workers", "1", "--set", "serve.batch_wait_ms=200")
+    try:
+        start = threading.Barrier(len(texts))
 
-    def client(index):
-        answers[index] = call(service, "/v1/extract", {"texts": [texts[index]]})
+        def client(index):
+            start.wait()
+            answers[index] = call(one_worker.base, "/v1/extract", {"texts": [texts[index]]})
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(texts))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    status, alone = call(service, "/v1/extract", {"texts": texts[:8]})
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(texts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        code, output = one_worker.stop()
+    served = re.search(r"served (\d+) texts in (\d+) jobs of (\d+) forward passes", output)
+    assert served and int(served.group(1)) == len(texts), output
+    assert int(served.group(2)) <= len(texts) // 2 and int(served.group(3)) < len(texts), output
     assert all(a[0] == 200 and a[1]["results"][0]["text"] == t for a, t in zip(answers, texts))
+    status, alone = call(service, "/v1/extract", {"texts": texts[:8]})
     status, rest = call(service, "/v1/extract", {"texts": texts[8:]})
+
     def without_scores(results):  # batch composition may move a score in its last digits, never a span
         return [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in results]
 

@@ -161,9 +161,9 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
     if resolved.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
     checkpoint = resolved.path
-    own_config = load_config(os.path.join(checkpoint, "config.yaml"), paths_from_file=False)  # what it computes
+    own_config = load_config(os.path.join(checkpoint, "config.yaml"), saved=True)  # what it computes
     config = load_config(os.path.join(checkpoint, "config.yaml"),
-                         list(overrides) + ([f"inference.backend={backend}"] if backend else []), paths_from_file=False)
+                         list(overrides) + ([f"inference.backend={backend}"] if backend else []), saved=True)
     if config.inference.backend != "auto" or not config.inference.compile_from \
             or lines < config.inference.compile_from or network_settings(config) != network_settings(own_config):
         return
@@ -281,7 +281,7 @@ def quantize_openvino(directory: str, texts: List[str], calibration: str) -> str
 
 def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` (ONNX Runtime) and each INT8 model of the
-    export (``model.int8.onnx`` on ONNX Runtime, ``model.int8.xml`` on OpenVINO) on one labelled file."""
+    export (``model.int8.xml`` on OpenVINO, ``model.int8.onnx`` on ONNX Runtime) on one labelled file."""
     from ..evaluation.evaluate import evaluate_file
     from ..inference.pipeline import load
 

@@ -181,7 +181,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     if compiled is not None:
         chosen, network = compiled
     else:
-        chosen = choose_backend(config.inference.backend, directory, precision=config.inference.precision)
+        chosen = choose_backend(config.inference.backend, directory, config.inference.precision, runtime.device)
         network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
     calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None

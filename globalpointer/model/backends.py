@@ -1,20 +1,20 @@
 """Where a model runs: its network in Paddle's dynamic graph (a checkpoint), or an export in Paddle
 Inference, ONNX Runtime or OpenVINO, on the CPU or a GPU.
 
-``BACKENDS`` is the one table of them (name -> what it runs and how it is built); the config's
-choices come from it.  Every backend takes the network's call signature (input_ids,
-token_text, span_text -> logits) and has its head's ``decode``, so the Extractor does not
-know which one it drives.  ``choose_backend`` picks one for a model directory: ``auto`` takes ONNX
-Runtime where the export has ``model.onnx`` (the fastest on CPU, docs/lab/PERFORMANCE.md), Paddle
-Inference for an export without it, and the dynamic graph for a checkpoint; INT8 runs OpenVINO's
-``model.int8.xml`` where the export has one and OpenVINO is installed, else ``model.int8.onnx``.
+``BACKENDS`` is the one table of them: what each runs (an export or a checkpoint), the precisions it
+takes and the export's files it reads at each, its devices, its library; the config's choices come
+from it.  Every backend takes the network's call signature (input_ids, token_text, span_text ->
+logits) and has its head's ``decode``, so the Extractor does not know which one it drives.
+``choose_backend`` filters the table for a model directory: ``auto`` takes the first backend, in the
+table's order, whose rules the directory meets (OpenVINO's INT8 IR, then ONNX Runtime, Paddle Inference,
+the dynamic graph).
 Nothing falls back silently: a backend or device that cannot be had is an error saying how to get it.
 """
 import importlib.util
 import json
 import os
 import threading
-from typing import Callable, Dict, List, NamedTuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -57,64 +57,6 @@ def openvino_available() -> bool:
 # whose CPU kernel took longer than the three ops it replaces: INT8 2.46x -> 2.84x float32 without it
 # (docs/lab/PERFORMANCE.md, INT8: what was tried); float32 graphs are not fused that way and run the same
 ONNX_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
-
-
-def model_files(backend: str, precision: str) -> List[str]:
-    """The files of an export that ``backend`` (onnxruntime or openvino) reads at ``precision``, its
-    graph first: OpenVINO reads ``model.onnx`` in float32 and its own IR in INT8."""
-    if backend == "openvino" and precision == "int8":
-        return [OPENVINO_INT8, OPENVINO_INT8_WEIGHTS]
-    return [ONNX_INT8 if precision == "int8" else ONNX]
-
-
-def int8_engines(directory: str) -> List[str]:
-    """The backends that have an INT8 model in the export ``directory``, ONNX Runtime's first."""
-    return [backend for backend in ("onnxruntime", "openvino")
-            if os.path.isfile(os.path.join(directory, model_files(backend, "int8")[0]))]
-
-
-def choose_backend(requested: str, directory: str, has_onnxruntime: bool = None, precision: str = "float32",
-                   has_openvino: bool = None) -> str:
-    """The backend for ``directory`` (a checkpoint or an export), or a ConfigError saying what is missing."""
-    has_onnxruntime = onnxruntime_available() if has_onnxruntime is None else has_onnxruntime
-    has_openvino = openvino_available() if has_openvino is None else has_openvino
-    export = is_export(directory)
-    onnx = os.path.isfile(os.path.join(directory, model_files("onnxruntime", precision)[0]))
-    if precision == "int8":
-        openvino_int8 = "openvino" in int8_engines(directory)
-        if requested == "auto":
-            requested = "openvino" if openvino_int8 and has_openvino else "onnxruntime"
-        if requested not in ("onnxruntime", "openvino"):
-            raise ConfigError(f"inference.precision=int8 runs on onnxruntime or openvino, not {requested}")
-        if requested == "openvino" and not openvino_int8:
-            raise ConfigError(f"inference.backend=openvino with inference.precision=int8: {directory} has no "
-                              f"{OPENVINO_INT8}; make it with globalpointer export ... --quantize int8 "
-                              f"--openvino-calibration TRAIN_FILE")
-        if requested == "onnxruntime" and not onnx:
-            raise ConfigError(f"inference.precision=int8: {directory} has no {ONNX_INT8}; make it with "
-                              f"globalpointer export ... --quantize int8")
-    if requested == "auto":
-        if onnx and has_onnxruntime:
-            return "onnxruntime"
-        return "paddle-inference" if export else "dynamic"
-    if BACKENDS[requested].runs_export and not export:
-        raise ConfigError(f"inference.backend={requested} runs an export; {directory} is a checkpoint: "
-                          f"globalpointer export --model CHECKPOINT --output EXPORT_DIR --onnx")
-    if export and not BACKENDS[requested].runs_export:
-        raise ConfigError(f"inference.backend={requested} needs a checkpoint directory; {directory} is an export "
-                          f"(use paddle-inference, onnxruntime or openvino, or point --model at RUN/best)")
-    if requested in ("onnxruntime", "openvino") and not onnx and precision != "int8":
-        raise ConfigError(f"inference.backend={requested}: {directory} has no {ONNX}; export again with --onnx")
-    if requested == "onnxruntime" and not has_onnxruntime:
-        raise ConfigError("inference.backend=onnxruntime: onnxruntime is not installed (pip install onnxruntime, "
-                          "or onnxruntime-gpu for CUDA)")
-    if requested == "openvino" and precision == "float16":
-        raise ConfigError("inference.precision=float16 runs on a GPU with paddle-inference; openvino runs float32 "
-                          "or int8")
-    if requested == "openvino" and not has_openvino:
-        raise ConfigError("inference.backend=openvino: OpenVINO is not installed (pip install "
-                          "'globalpointer[openvino]', or pip install -r requirements-openvino.txt)")
-    return requested
 
 
 def onnx_providers(on_gpu: bool, available: List[str]) -> List[str]:
@@ -266,9 +208,6 @@ class OpenVinoModel(_ExportedModel):
                  filename: str = OPENVINO_INT8):
         import openvino
 
-        if device.startswith("gpu"):
-            raise ConfigError("inference.backend=openvino runs on the CPU; on a GPU use paddle-inference or "
-                              "onnxruntime")
         try:
             self.compiled = openvino.Core().compile_model(
                 os.path.join(directory, filename), "CPU",
@@ -319,14 +258,100 @@ def _openvino(directory: str, settings: Settings):
                          model_files("openvino", settings.precision)[0])
 
 
+def _always() -> bool:
+    return True
+
+
 class Backend(NamedTuple):
+    """A backend and its rules: ``choose_backend`` filters the table by them, and nothing else knows
+    a backend's name."""
     runs_export: bool  # an export directory (globalpointer export); otherwise a checkpoint
     build: Callable[[str, Settings], Callable]  # (directory, settings) -> a network with decode and packs_texts
+    files: Dict[str, Tuple[str, ...]]  # precision it runs -> the export's files it reads, graph first
+    devices: Tuple[str, ...]  # "cpu", "gpu"
+    installed: Callable[[], bool] = _always
+    library: str = ""  # what ``installed`` looks for
+    install: str = ""  # how to install it
+    auto_for: Tuple[str, ...] = ("float32", "float16")  # precisions at which ``auto`` may take it, in table order
 
 
+# In the order ``auto`` prefers them: OpenVINO for INT8 where the export has its IR (faster than ONNX
+# Runtime's INT8), ONNX Runtime for float32 (the fastest on the CPU, docs/lab/PERFORMANCE.md), then
+# Paddle Inference for an export and the dynamic graph for a checkpoint.
 BACKENDS: Dict[str, Backend] = {
-    "dynamic": Backend(False, _dynamic),
-    "paddle-inference": Backend(True, _paddle_inference),
-    "onnxruntime": Backend(True, _onnxruntime),
-    "openvino": Backend(True, _openvino),
+    "openvino": Backend(True, _openvino, {"float32": (ONNX,), "int8": (OPENVINO_INT8, OPENVINO_INT8_WEIGHTS)},
+                        ("cpu",), openvino_available, "OpenVINO", "pip install 'globalpointer[openvino]', or pip "
+                                                                  "install -r requirements-openvino.txt", ("int8",)),
+    "onnxruntime": Backend(True, _onnxruntime, {"float32": (ONNX,), "int8": (ONNX_INT8,)}, ("cpu", "gpu"),
+                           onnxruntime_available, "onnxruntime", "pip install onnxruntime, or onnxruntime-gpu for CUDA",
+                           ("float32", "int8")),
+    "paddle-inference": Backend(True, _paddle_inference, {"float32": (PROGRAM, PARAMS), "float16": (PROGRAM, PARAMS)},
+                                ("cpu", "gpu")),
+    "dynamic": Backend(False, _dynamic, {"float32": ()}, ("cpu", "gpu")),
 }
+
+# The flags of ``globalpointer export`` that write each file an export may lack
+EXPORT_FLAGS = {PROGRAM: "", PARAMS: "", ONNX: " --onnx", ONNX_INT8: " --quantize int8",
+                OPENVINO_INT8: " --quantize int8 --openvino-calibration TRAIN_FILE",
+                OPENVINO_INT8_WEIGHTS: " --quantize int8 --openvino-calibration TRAIN_FILE"}
+EXPORT_COMMAND = "globalpointer export --model CHECKPOINT --output EXPORT_DIR"
+
+
+def model_files(backend: str, precision: str) -> List[str]:
+    """The files of an export that ``backend`` reads at ``precision``, its graph first."""
+    return list(BACKENDS[backend].files.get(precision, ()))
+
+
+def int8_engines(directory: str) -> List[str]:
+    """The backends that have an INT8 model in the export ``directory``, in the table's order (the one
+    ``auto`` prefers first)."""
+    return [name for name, backend in BACKENDS.items() if "int8" in backend.files
+            and all(os.path.isfile(os.path.join(directory, f)) for f in backend.files["int8"])]
+
+
+def why_not(name: str, directory: str, precision: str, device: str, installed: Callable[[str], bool]) -> str:
+    """Why backend ``name`` cannot run ``directory`` at ``precision`` on ``device``; "" when it can."""
+    backend, export = BACKENDS[name], is_export(directory)
+    if precision not in backend.files:
+        takers = [other for other, entry in BACKENDS.items() if precision in entry.files]
+        return f"inference.precision={precision} runs on {' or '.join(takers)}, not {name}"
+    if backend.runs_export and not export:
+        return (f"inference.backend={name} runs an export; {directory} is a checkpoint: {EXPORT_COMMAND}"
+                f"{EXPORT_FLAGS.get(backend.files[precision][0], '')}")
+    if export and not backend.runs_export:
+        exporters = ", ".join(other for other, entry in BACKENDS.items() if entry.runs_export)
+        return (f"inference.backend={name} needs a checkpoint directory; {directory} is an export (use "
+                f"{exporters}, or point --model at RUN/best)")
+    missing = [f for f in backend.files[precision] if not os.path.isfile(os.path.join(directory, f))]
+    if missing:
+        return (f"inference.backend={name} with inference.precision={precision}: {directory} has no {missing[0]}; "
+                f"export again: {EXPORT_COMMAND}{EXPORT_FLAGS.get(missing[0], '')}")
+    if device.split(":")[0] not in backend.devices:
+        others = ", ".join(other for other, entry in BACKENDS.items() if device.split(":")[0] in entry.devices)
+        return f"inference.backend={name} runs on the {' or '.join(backend.devices).upper()}; on {device} use {others}"
+    if not installed(name):
+        return f"inference.backend={name}: {backend.library} is not installed ({backend.install})"
+    return ""
+
+
+def choose_backend(requested: str, directory: str, precision: str = "float32", device: str = "cpu",
+                   installed: Optional[Callable[[str], bool]] = None) -> str:
+    """The backend for ``directory`` (a checkpoint or an export): ``requested`` if the table's rules
+    allow it, for ``auto`` the first that they allow; otherwise a ConfigError with the reason.
+    ``installed(name)``: whether a backend's library is installed (default: look)."""
+    installed = installed or (lambda name: BACKENDS[name].installed())
+    if requested != "auto":
+        reason = why_not(requested, directory, precision, device, installed)
+        if reason:
+            raise ConfigError(reason)
+        return requested
+    candidates = [name for name, backend in BACKENDS.items() if precision in backend.auto_for]
+    reasons = [why_not(name, directory, precision, device, installed) for name in candidates]
+    for name, reason in zip(candidates, reasons):
+        if not reason:
+            return name
+    if not candidates:
+        raise ConfigError(f"inference.precision={precision}: no backend runs it")
+    # the reason of the last one, the most general (ONNX Runtime for INT8, the dynamic graph for a checkpoint)
+    fitting = [r for name, r in zip(candidates, reasons) if BACKENDS[name].runs_export == is_export(directory)]
+    raise ConfigError(f"inference.backend=auto found no backend: {(fitting or reasons)[-1]}")

@@ -234,7 +234,7 @@ class RunDirectory:
 
 def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
     directory = resolve_checkpoint(last_dir)
-    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml"), paths_from_file=False), config)
+    conflicts = resume_conflicts(load_config(os.path.join(directory, "config.yaml"), saved=True), config)
     if conflicts and not resume_anyway:
         raise ConfigError(f"--resume: the config differs from the run's ({directory}/config.yaml) in what an identical "
                           f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
