@@ -1,10 +1,15 @@
 """checkpoint.py: what a checkpoint's config.yaml records (what the model is, not how it is run)."""
+import json
 import shutil
 
+import pytest
 import yaml
 
-from globalpointer.checkpoint import load_metadata
-from globalpointer.config import RUN_TIME_SECTIONS, InferenceConfig, ServeConfig
+from globalpointer.checkpoint import load_checkpoint, load_metadata
+from globalpointer.cli import main as cli
+from globalpointer.cli import evaluate_main, predict_main
+from globalpointer.config import InferenceConfig, RUN_TIME_SECTIONS, ServeConfig
+from globalpointer.errors import CheckpointError
 
 
 def test_a_checkpoint_records_what_the_model_is_not_how_it_is_served(trained, tmp_path):
@@ -25,3 +30,99 @@ def test_an_older_checkpoints_run_time_sections_are_left_to_the_defaults(trained
     config, _, _ = load_metadata(str(old))
     assert config.serve == ServeConfig() and config.inference == InferenceConfig()
     assert load_metadata(str(old), ["serve.port=1234"])[0].serve.port == 1234
+
+
+@pytest.mark.parametrize("labels, message", [(["LOC", "PER", "LOC", "ORG"], "names LOC more than once"),
+                                             (["LOC", "", "PER"], "labels.json is corrupted")])
+def test_labels_json_with_a_repeated_or_empty_type(run_copy, labels, message):
+    (run_copy / "best" / "labels.json").write_text(json.dumps(labels))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(str(run_copy / "best"))
+
+
+@pytest.mark.parametrize("value", ["-1e308", True, "0.5"])
+def test_thresholds_must_be_numbers(run_copy, value):
+    from globalpointer.checkpoint import read_thresholds
+
+    labels = json.loads((run_copy / "best" / "labels.json").read_text())
+    thresholds = {label: 0.0 for label in labels}
+    thresholds[labels[0]] = value
+    (run_copy / "best" / "thresholds.json").write_text(json.dumps({"thresholds": thresholds}))
+    with pytest.raises(CheckpointError, match="thresholds must be JSON numbers"):
+        read_thresholds(str(run_copy / "best"), labels)
+
+
+def test_truncated_vocabulary_is_noticed(trained, tmp_path):
+    copy = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", copy)
+    vocab = (copy / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (copy / "vocab.txt").write_text("\n".join(vocab[:len(vocab) // 2]) + "\n", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="vocab.txt has .* tokens but the model was trained with"):
+        load_checkpoint(str(copy))
+
+
+@pytest.fixture
+def checkpoint_copy(trained, tmp_path):
+    target = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", target)
+    return target
+
+
+def test_truncated_weights(checkpoint_copy):
+    weights = checkpoint_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="model.safetensors is corrupted or unreadable"):
+        load_checkpoint(str(checkpoint_copy))
+
+
+def test_corrupted_labels_and_missing_files(checkpoint_copy, capsys):
+    (checkpoint_copy / "labels.json").write_text("{oops")
+    with pytest.raises(CheckpointError, match="labels.json is corrupted"):
+        load_checkpoint(str(checkpoint_copy))
+    (checkpoint_copy / "vocab.txt").unlink()
+    assert predict_main(["--model", str(checkpoint_copy), "--input", "-"]) == 2
+    assert "not a complete checkpoint, missing vocab.txt" in capsys.readouterr().err
+
+
+def test_weights_of_another_model(checkpoint_copy, trained):
+    labels = json.loads((checkpoint_copy / "labels.json").read_text())
+    (checkpoint_copy / "labels.json").write_text(json.dumps(labels + ["EXTRA"]))
+    with pytest.raises(CheckpointError, match=r"does not match the model built from its config.yaml and labels.json.*"
+                                              r"head.dense.weight is \[64, 96\] in the file but \[64, 128\]"):
+        load_checkpoint(str(checkpoint_copy))
+
+
+def test_interrupted_save_falls_back_to_previous(checkpoint_copy, trained, tmp_path):
+    """A kill between the two renames of a checkpoint save leaves DIR.previous-XXXX: loading finds it."""
+    previous = tmp_path / "best.previous-k1ll3d"
+    checkpoint_copy.rename(previous)
+    loaded = load_checkpoint(str(checkpoint_copy))
+    assert loaded.directory == str(previous)
+    assert evaluate_main(["--model", str(checkpoint_copy), "--data", str(trained / "dev.jsonl")]) == 0
+
+
+def test_a_model_directory_of_a_later_format_is_refused(checkpoint_copy, tmp_path):
+    import globalpointer
+
+    info = json.loads((checkpoint_copy / "checkpoint.json").read_text())
+    assert info["format_version"] == 1
+    (checkpoint_copy / "checkpoint.json").write_text(json.dumps({**info, "format_version": 2}))
+    with pytest.raises(CheckpointError, match="format_version 2, but this globalpointer reads up to 1"):
+        load_checkpoint(str(checkpoint_copy))
+    (checkpoint_copy / "checkpoint.json").write_text(json.dumps(info))
+    export = tmp_path / "export"
+    assert cli(["export", "--model", str(checkpoint_copy), "--output", str(export)]) == 0
+    manifest = json.loads((export / "export.json").read_text())
+    assert manifest["format_version"] == 1 and "inference.json" in manifest["files"]
+    (export / "export.json").write_text(json.dumps({**manifest, "format_version": 7}))
+    with pytest.raises(CheckpointError, match="export.json: format_version 7"):
+        globalpointer.load(str(export))
+
+
+def test_a_checkpoint_of_the_pickle_era_is_refused_in_one_line(checkpoint_copy, capsys):
+    """Checkpoints before safetensors kept their weights in model_state.pdparams; this version reads
+    model.safetensors only, and says which file it missed."""
+    (checkpoint_copy / "model.safetensors").rename(checkpoint_copy / "model_state.pdparams")
+    assert predict_main(["--model", str(checkpoint_copy), "--input", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "missing model.safetensors" in err and err.count("\n") == 1

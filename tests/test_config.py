@@ -3,6 +3,7 @@ import re
 import pytest
 import yaml
 
+from globalpointer.cli import predict_main, train_main
 from globalpointer.config import RunConfig, dump_config, load_config, require_files
 from globalpointer.errors import ConfigError
 
@@ -164,3 +165,41 @@ def test_a_bad_value_from_set_is_blamed_on_set_not_the_file(tmp_path):
         load_config(str(path), ["train.lr=1e-5"])
     with pytest.raises(ConfigError, match=r"^--set train=3: train: expected a mapping of keys, got 3$"):
         load_config(str(path), ["train=3"])
+
+
+def test_nothing_to_learn_is_a_config_error():
+    with pytest.raises(ConfigError, match="train.lr and train.head_lr are both 0"):
+        load_config(None, ["train.lr=0", "train.head_lr=0"])
+    load_config(None, ["train.lr=0"])  # a frozen encoder under a learning head is a real setting
+
+
+def test_an_empty_type_in_the_config_is_an_error():
+    with pytest.raises(ConfigError, match="every type needs a name"):
+        load_config(None, ["data.labels=[PER, '']"])
+
+
+@pytest.mark.parametrize("override, message", [("serve.port=70000", "serve.port must be >= 0 and <= 65535"),
+                                               ("serve.batch_wait_ms=1e12", "serve.batch_wait_ms must be >= 0 and "
+                                                                            "<= 1000")])
+def test_service_settings_that_cannot_work(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize("override", ["train.lr=nan", "train.lr=inf", "model.min_score=nan", "train.head_lr=.inf"])
+def test_non_finite_numbers_are_config_errors(override):
+    with pytest.raises(ConfigError, match="expected a finite number"):
+        load_config(None, [override])
+
+
+def test_negative_batch_size_is_refused(trained, capsys):
+    with pytest.raises(SystemExit) as stop:
+        predict_main(["--model", str(trained / "run" / "best"), "--batch-size", "-1"])
+    assert stop.value.code == 2 and "must be 1 or more, got -1" in capsys.readouterr().err
+
+
+def test_config_not_in_utf8(tmp_path, capsys):
+    path = tmp_path / "config.yaml"
+    path.write_bytes("output_dir: runs/ü\n".encode("latin-1"))
+    assert train_main(["--config", str(path)]) == 2
+    assert "config.yaml: not UTF-8 text" in capsys.readouterr().err

@@ -1,6 +1,6 @@
-import numpy as np
-from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis import given, settings
+import numpy as np
 
 from globalpointer.model.decode import select_flat, sigmoid
 from globalpointer.model.reference import decode_spans
@@ -99,3 +99,17 @@ def test_the_mask_at_some_cells_is_the_whole_mask_there(row, rows, tril, seed):
     some = every[rng.choice(len(every), size=min(len(every), 7), replace=False)]
     for cells in (every, some):
         assert span_mask_at(span_text, cells, tril).tolist() == whole[cells[:, 0], cells[:, 2], cells[:, 3]].tolist()
+
+
+def test_scores_above_the_mask_never_decode_outside_the_text():
+    """A diverging model (lr=5 on the quickstart) scores padding and [CLS] far above the additive
+    mask; decoding them gave positions outside the text (an IndexError at the first evaluation)."""
+    import paddle
+
+    from globalpointer.model.heads import decode_span_logits
+
+    span_text = paddle.to_tensor([[0, 1, 1, 0, 0]])  # [CLS], two text tokens, [SEP], padding
+    logits = paddle.full([1, 2, 5, 5], 1e6)
+    [spans] = decode_span_logits(logits, span_text, True, 0.0)
+    assert sorted((s.type, s.start, s.end) for s in spans) == [(t, i, j) for t in (0, 1) for i, j in
+                                                                ((1, 1), (1, 2), (2, 2))]

@@ -96,3 +96,19 @@ def test_every_documented_command_parses(monkeypatch):
                 main(argv)
             except SystemExit as refused:
                 raise AssertionError(f"{page}: {' '.join(argv)} does not parse (exit {refused.code})") from None
+
+
+def test_every_test_the_docs_name_exists():
+    """The reliability tables (and other pages) name the test that holds each case: a test renamed or
+    moved must take its name in the docs along."""
+    import glob
+    import re
+
+    defined = set()
+    for path in glob.glob(os.path.join(ROOT, "tests", "*.py")):
+        defined |= set(re.findall(r"^(?:async )?def (test_\w+)", open(path, encoding="utf-8").read(), re.M))
+    named = set()
+    for path in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True) + [os.path.join(ROOT, "README.md")]:
+        named |= set(re.findall(r"(?:`|::)(test_\w+)(?![\w.])", open(path, encoding="utf-8").read()))
+    files = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "tests", "*.py"))}
+    assert sorted(named - defined - {f[:-3] for f in files}) == []

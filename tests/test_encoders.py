@@ -4,9 +4,11 @@ import os
 import numpy as np
 import pytest
 
-from globalpointer.model.encoders import (EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json,
-                                          vocab_is_uncased)
+from globalpointer.cli import predict_main, train_main
+from globalpointer.model.encoders import EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json, vocab_is_uncased
 from globalpointer.model.weights import read_state
+from helpers import write_malicious_pickle
+from synthetic import tiny_config
 
 
 def test_vocab_rebuilt_from_tokenizer_json_in_id_order(tmp_path):
@@ -102,3 +104,43 @@ def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
     with pytest.raises(EncoderError, match="no vocab.txt or tokenizer.json"):
         encoders.convert_huggingface(str(source))
     assert os.listdir(tmp_path / "cache" / "converted") == []
+
+
+def test_a_tokenizer_that_would_unpickle_is_never_built(tmp_path):
+    from globalpointer.model.encoders import build_tiny, load_encoder
+
+    marker = tmp_path / "ran"
+    directory = tmp_path / "ernie_tiny_like"
+    tiny = build_tiny()
+    tiny.model.save_pretrained(str(directory))  # PaddleNLP format: model_state.pdparams + config
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "ErnieTinyTokenizer"}))
+    write_malicious_pickle(directory / "dict.wordseg.pickle", marker)
+    (directory / "spm_cased_simp_sampled.model").write_bytes(b"")
+    with pytest.raises(EncoderError, match="no vocab.txt or tokenizer.json.*dict.wordseg.pickle"):
+        load_encoder(str(directory))
+    assert not marker.exists()
+    tiny.tokenizer.save_pretrained(str(directory))  # with its plain vocabulary it loads
+    assert load_encoder(str(directory)).tokenizer.vocab_size == tiny.tokenizer.vocab_size
+
+
+def test_max_length_beyond_the_encoders_positions(trained, tmp_path, capsys):
+    assert train_main(["--config", tiny_config(tmp_path, data__max_length=600)]) == 2
+    assert "data.max_length=600 exceeds the 512 positions of encoder 'tiny'" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "config.yaml").exists()
+    assert predict_main(["--model", str(trained / "run" / "best"), "--set", "data.max_length=600"]) == 2
+
+
+def test_corrupted_encoder_directory(tmp_path, capsys):
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    (encoder / "config.json").write_text("{not json")
+    (encoder / "model_state.pdparams").write_bytes(b"\x80\x04garbage")
+    (encoder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    assert train_main(["--config", tiny_config(tmp_path, model__encoder=str(encoder))]) == 2
+    assert "cannot build the encoder from its config" in capsys.readouterr().err
+
+
+def test_unknown_encoder_is_a_clear_error(tmp_path, capsys):
+    config = tiny_config(tmp_path, model__encoder="./no-such-encoder")
+    assert train_main(["--config", config]) == 2
+    assert "encoder directory not found: ./no-such-encoder" in capsys.readouterr().err

@@ -2,10 +2,15 @@
 never a traceback (docs/RELIABILITY.md, attack 4, case 15)."""
 import errno
 import os
+import resource
+import subprocess
+import sys
 
 import pytest
 
-from globalpointer.cli import COMMANDS, main, run_command
+from globalpointer.cli import COMMANDS, main, predict_main, run_command
+from conftest import ROOT
+from synthetic import tiny_config
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -28,8 +33,6 @@ def test_every_command_reports_resource_faults_in_one_line(command, fault, messa
 
 
 def test_training_into_a_folder_below_a_file_is_one_line(tmp_path, capsys):
-    from synthetic import tiny_config
-
     blocker = tmp_path / "a-file"
     blocker.write_text("mine")
     code = main(["train", "--config", tiny_config(tmp_path), "--set", f"output_dir={blocker / 'run'}"])
@@ -67,3 +70,42 @@ def test_plot_draws_a_good_file(tmp_path, capsys):
     (run / "metrics.csv").write_text(HEADER + GOOD + "20,2,0.3,0.5,0.4,0.45,,24.0,30.5\n")
     assert main(["plot", str(run)]) == 0
     assert (run / "metrics.png").read_bytes().startswith(b"\x89PNG")
+
+
+def run_limited(args, tmp_path, file_size_limit):
+    """A command in a child process whose files may not grow past ``file_size_limit`` bytes (ulimit -f)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, preexec_fn=limit, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_a_full_disk_is_one_line(trained, tmp_path, command):
+    model = str(trained / "run" / "best")
+    if command == "predict":
+        (tmp_path / "in.txt").write_text("张三在北京大学读书\n" * 3000, encoding="utf-8")
+        args = [os.path.join(ROOT, "predict.py"), "--model", model, "--input", "in.txt", "--output", "out.jsonl"]
+    else:
+        args = ["-m", "globalpointer", "export", "--model", model, "--output", "export"]
+    done = run_limited(args, tmp_path, 20_000)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "File too large; free space" in done.stderr
+    assert not os.path.exists(tmp_path / "out.jsonl") and not os.path.exists(tmp_path / "export")
+    assert [name for name in os.listdir(tmp_path) if "partial" in name and command == "export"] == []
+
+
+def test_a_read_only_location_is_one_line(trained, tmp_path, monkeypatch, capsys):
+    import errno
+
+    def read_only(*args):
+        raise OSError(errno.EROFS, "Read-only file system", args[-1])
+
+    monkeypatch.setattr(os, "replace", read_only)
+    (tmp_path / "in.txt").write_text("张三\n", encoding="utf-8")
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl")]) == 2
+    assert "Read-only file system; choose a location that can be written" in capsys.readouterr().err

@@ -1,19 +1,23 @@
 """Paddle Inference and ONNX exports predict what the dynamic graph predicts."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 
-from globalpointer.cli import evaluate_main, predict_main
-from globalpointer.data.batching import collate
-from globalpointer.corpus import featurizer_for
-from globalpointer.errors import CheckpointError, ConfigError, UserError
-from globalpointer.model.backends import (OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend,
-                                          onnx_providers, paddle_inference_settings)
-from globalpointer.deploy.export import export_checkpoint
-from globalpointer.model.network import model_inputs
 from globalpointer.checkpoint import load_checkpoint
+from globalpointer.cli import main as cli
+from globalpointer.cli import evaluate_main, predict_main, train_main
+from globalpointer.config import load_config
+from globalpointer.corpus import featurizer_for
+from globalpointer.data.batching import collate
+from globalpointer.deploy.export import export_checkpoint
+from globalpointer.errors import CheckpointError, ConfigError, UserError
+from globalpointer.model.backends import OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend, onnx_providers, paddle_inference_settings
+from globalpointer.model.network import model_inputs
+from helpers import snapshot
+from synthetic import tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +140,6 @@ def test_corrupted_export_is_a_clear_error(exported, tmp_path):
 
 
 def test_tagger_heads_are_not_exported(tmp_path):
-    from globalpointer.cli import train_main
-    from synthetic import tiny_config
-
     config = tiny_config(tmp_path, model__head="softmax_tagger", train__epochs=1)
     assert train_main(["--config", config]) == 0
     with pytest.raises(UserError, match="export .* needs a span head"):
@@ -225,7 +226,6 @@ def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path,
 
 
 def test_the_config_offers_the_backends_of_the_table():
-    from globalpointer.config import load_config
     from globalpointer.model.backends import BACKENDS
 
     assert set(BACKENDS) == {"dynamic", "paddle-inference", "onnxruntime", "openvino"}
@@ -235,3 +235,119 @@ def test_the_config_offers_the_backends_of_the_table():
         load_config(overrides=["inference.backend=tensorflow"])
     assert all(name in str(refused.value) for name in ("auto", *BACKENDS))
     assert [name for name, backend in BACKENDS.items() if not backend.runs_export] == ["dynamic"]
+
+
+def entity_keys(found):
+    return [[(e["start"], e["end"], e["type"]) for e in entities] for entities in found]
+
+
+def test_export_onto_the_checkpoint_a_kill_left_is_refused(run_copy, capsys):
+    """A kill between a save's two renames leaves only best.previous-XXXX, which predict loads: the
+    export must not take best/ as a free name and then delete the only checkpoint."""
+    best = run_copy / "best"
+    best.rename(run_copy / "best.previous-k1ll3d")
+    before = snapshot(run_copy)
+    assert cli(["export", "--model", str(best), "--output", str(best)]) == 2
+    assert "would replace the checkpoint" in capsys.readouterr().err
+    assert snapshot(run_copy) == before
+
+
+def test_re_export_keeps_files_the_user_added_and_folders_named_like_temporaries(run_copy, tmp_path, capsys):
+    target = tmp_path / "export"
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 0
+    mine = {"export.partial": "partial", "export.previous": "previous", "export.partial-x": "x"}
+    for name, content in mine.items():  # folders of the user's that look like the temporaries of old
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "mine.txt").write_text(content)
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 0  # a clean export: replaced
+    (target / "NOTES.txt").write_text("my notes")
+    (target / "mydata").mkdir()
+    (target / "mydata" / "a.txt").write_text("data")
+    before = snapshot(tmp_path)
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(target)]) == 2
+    assert "holds files that no export of this project wrote" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+    for name, content in mine.items():
+        assert (tmp_path / name / "mine.txt").read_text() == content
+
+
+def test_export_refuses_another_tools_paddle_model(run_copy, tmp_path, capsys):
+    other = tmp_path / "their_model"
+    other.mkdir()
+    (other / "inference.json").write_text("{}")
+    (other / "train_log.txt").write_text("3 days of training")
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(other)]) == 2
+    assert "no export of this project wrote" in capsys.readouterr().err
+    assert (other / "train_log.txt").read_text() == "3 days of training"
+
+
+def test_export_of_a_checkpoint_named_like_a_temporary_keeps_it(run_copy, tmp_path):
+    checkpoint = tmp_path / "X.partial"
+    shutil.copytree(run_copy / "best", checkpoint)
+    before = snapshot(checkpoint)
+    assert cli(["export", "--model", str(checkpoint), "--output", str(tmp_path / "X")]) == 0
+    assert snapshot(checkpoint) == before and (tmp_path / "X" / "inference.json").is_file()
+
+
+def test_export_does_not_follow_symbolic_links(run_copy, tmp_path, caplog):
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
+    os.symlink(secret, run_copy / "best" / "README.txt")
+    assert cli(["export", "--model", str(run_copy / "best"), "--output", str(tmp_path / "export")]) == 0
+    assert not os.path.lexists(tmp_path / "export" / "README.txt")
+    assert all(b"OPENSSH" not in content for content in snapshot(tmp_path / "export").values())
+    assert "symbolic links not copied into the export: README.txt" in caplog.text
+
+
+@pytest.mark.parametrize("info", [None, {"packs_texts": 0}, "{not json"])
+def test_an_export_whose_export_json_is_missing_or_wrong_still_predicts(trained, tmp_path, info):
+    import globalpointer
+
+    target = tmp_path / "export"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--onnx"]) == 0
+    if info is None:
+        os.remove(target / "export.json")
+    else:
+        (target / "export.json").write_text(info if isinstance(info, str) else json.dumps(info))
+    texts = [json.loads(line)["text"] for line in open(trained / "dev.jsonl", encoding="utf-8")][:20]
+    expected = entity_keys(globalpointer.load(str(trained / "run" / "best")).pipe(texts))
+    for backend in ("paddle-inference", "onnxruntime"):
+        assert entity_keys(globalpointer.load(str(target), backend=backend).pipe(texts)) == expected
+
+
+def test_a_max_length_beyond_an_exports_positions_is_refused_before_the_work(trained, tmp_path, capsys):
+    target = tmp_path / "export"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target)]) == 0
+    (tmp_path / "in.txt").write_text("张三\n", encoding="utf-8")
+    assert predict_main(["--model", str(target), "--input", str(tmp_path / "in.txt"), "--output",
+                         str(tmp_path / "out.jsonl"), "--set", "data.max_length=100000"]) == 2
+    assert "exceeds the 512 positions" in capsys.readouterr().err and not (tmp_path / "out.jsonl").exists()
+
+
+def test_export_refuses_the_run_the_checkpoint_and_the_current_directory(run_copy, tmp_path, monkeypatch, capsys):
+    before = snapshot(run_copy)
+    best = str(run_copy / "best")
+    for output in (str(run_copy), best, str(tmp_path)):
+        assert cli(["export", "--model", best, "--output", output]) == 2
+    assert "would replace the checkpoint" in capsys.readouterr().err
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mine.txt").write_text("keep me")
+    monkeypatch.chdir(work)
+    assert cli(["export", "--model", best, "--output", "."]) == 2
+    assert "would replace the current directory" in capsys.readouterr().err
+    assert snapshot(run_copy) == before and (work / "mine.txt").read_text() == "keep me"
+
+
+def test_export_replaces_an_earlier_export_and_nothing_else(run_copy, tmp_path, capsys):
+    best = str(run_copy / "best")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "mine.txt").write_text("keep me")
+    assert cli(["export", "--model", best, "--output", str(notes)]) == 2
+    assert "holds files that no export of this project wrote" in capsys.readouterr().err
+    assert (notes / "mine.txt").read_text() == "keep me"
+    target = tmp_path / "export"
+    assert cli(["export", "--model", best, "--output", str(target)]) == 0
+    assert cli(["export", "--model", best, "--output", str(target) + "/"]) == 0  # the earlier export is replaced
+    assert (target / "inference.json").is_file() and not (tmp_path / "export.previous").exists()

@@ -1,4 +1,6 @@
 
+import logging
+
 import pytest
 
 from globalpointer.data.batching import collate, length_grouped_batches, padding_aware_batches
@@ -165,3 +167,22 @@ def test_span_conversions_round_trip_through_windows_and_characters(tokenizer):
         if window.gold:
             assert window.gold == [moved] and window.input_ids[moved.start] == tokens.ids[span.start]
     assert index.token_span(Entity(text.index("二"), text.index(" ") + 1, "X"), 0) is None  # ends on no token
+
+
+def test_alignment_warning_suggests_char_mode_only_outside_it(caplog):
+    report = AlignmentReport()
+    report.unaligned.append("f:1 PER '\u3000张三'")
+    with caplog.at_level(logging.WARNING):
+        report.log("train", "char")
+        report.log("train", "subword")
+    char_line, subword_line = caplog.text.splitlines()
+    assert "full-width space" in char_line and "tokenization=char" not in char_line
+    assert "data.tokenization=char avoids this" in subword_line
+
+
+def test_a_combining_accent_stays_with_its_letter(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "au", "lait"]))
+    encoder = Featurizer(bert_tokenizer(str(vocab)), "subword", 64, 8)
+    text = "Cafe\u0301 au lait"
+    assert encoder.tokenize(text).offsets == [(0, 5), (6, 8), (9, 13)]

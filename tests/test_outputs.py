@@ -1,5 +1,6 @@
 """The output policy (files.py) where outputs are not regular files, and when a command is stopped
 with SIGTERM (docs/RELIABILITY.md, attack 4, cases 9 and 10)."""
+import json
 import os
 import signal
 import stat
@@ -10,9 +11,10 @@ import time
 
 import pytest
 
+from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.files import atomic_write_text
 from globalpointer.inference.file_prediction import predict_file
-from helpers import ROOT, FakeExtractor
+from helpers import FakeExtractor, ROOT, snapshot
 
 
 def source(tmp_path, lines=3):
@@ -116,3 +118,93 @@ def test_several_processes_refuse_an_output_they_cannot_put_part_files_beside(tm
     with pytest.raises(UserError, match="nor a device or pipe"):
         predict_file_share(FakeExtractor(), str(source(tmp_path)), "/dev/null", "auto", 16, 0, 2, lambda: None)
     assert not [name for name in os.listdir("/dev") if name.startswith("null.part-")]
+
+
+def test_predict_from_a_file_named_like_its_old_temporary(trained, tmp_path):
+    source = tmp_path / "work.jsonl.partial"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["张三在北京", "李四"]), encoding="utf-8")
+    before = source.read_bytes()
+    output = tmp_path / "work.jsonl"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output", str(output)]) == 0
+    assert source.read_bytes() == before and len(output.read_text().splitlines()) == 2
+
+
+def test_predict_refuses_the_same_file_for_output_and_html(trained, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("张三\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output", str(out),
+                         "--html", str(out)]) == 2
+    assert "name the same file" in capsys.readouterr().err and not out.exists()
+
+
+def test_predict_refuses_an_output_inside_the_model(run_copy, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("张三\n", encoding="utf-8")
+    before = snapshot(run_copy / "best")
+    assert predict_main(["--model", str(run_copy / "best"), "--input", str(source),
+                         "--output", str(run_copy / "best" / "config.yaml")]) == 2
+    assert "lies inside the input" in capsys.readouterr().err and snapshot(run_copy / "best") == before
+
+
+def test_lines_json_cannot_read_get_an_error_field(trained, tmp_path):
+    source = tmp_path / "in.jsonl"
+    lines = ['{"text": "张三在北京"}', '{"text": "abc\\ud800def"}', '{"text": "a", "n": ' + "1" * 5001 + "}",
+             "[" * 100000 + "]" * 100000, '{"text": "ok", "meta": "\\udfff"}', '{"text": "李四"}']
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output", str(output)]) == 1
+    raw = output.read_bytes()
+    raw.decode("utf-8")  # valid UTF-8 throughout
+    rows = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    assert len(rows) == 6 and [("error" in row) for row in rows] == [False, True, True, True, True, False]
+    assert "lone surrogate" in rows[1]["error"] and "4300 digits" in rows[2]["error"] and "nested" in rows[3]["error"]
+
+
+def test_predict_refuses_to_write_over_its_input(trained, tmp_path, capsys):
+    texts = tmp_path / "a.txt"
+    texts.write_text("张三在北京\n李四\n", encoding="utf-8")
+    original = texts.read_bytes()
+    os.link(texts, tmp_path / "hard.txt")
+    for output in (texts, tmp_path / "." / "a.txt", tmp_path / "hard.txt"):
+        assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(texts),
+                             "--output", str(output)]) == 2
+    assert "is the input" in capsys.readouterr().err and texts.read_bytes() == original
+
+
+def test_outputs_that_are_directories_fail_before_any_work(trained, tmp_path, capsys):
+    model = str(trained / "run" / "best")
+    texts = tmp_path / "a.txt"
+    texts.write_text("张三\n", encoding="utf-8")
+    assert predict_main(["--model", model, "--input", str(texts), "--output", str(tmp_path)]) == 2
+    assert evaluate_main(["--model", model, "--data", str(trained / "dev.jsonl"), "--output", str(tmp_path)]) == 2
+    assert evaluate_main(["--model", model, "--data", str(trained / "dev.jsonl"),
+                          "--output", str(texts / "report.json")]) == 2  # under a file
+    assert capsys.readouterr().err.count("is a directory") == 2
+
+
+def test_ctrl_c_in_predict_says_where_the_partial_output_is(tmp_path):
+    class InterruptedExtractor(FakeExtractor):
+        def extract(self, texts):
+            if self.calls:
+                raise KeyboardInterrupt
+            return super().extract(texts)
+
+    source = tmp_path / "in.txt"
+    source.write_text("Paris\nLyon\nNice\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt, match=r"out.jsonl was not written; the output lines of the first 2 "
+                                                r"input lines are in .*out.jsonl.partial-"):
+        predict_file(InterruptedExtractor(), str(source), str(tmp_path / "out.jsonl"), lines_per_chunk=2)
+    [partial] = tmp_path.glob("out.jsonl.partial-*")
+    assert len(partial.read_text().splitlines()) == 2
+
+
+def test_reports_get_the_permissions_open_would_give(tmp_path):
+    from globalpointer.files import atomic_write_text
+
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(str(tmp_path / "report.html"), "x")
+        assert (os.stat(tmp_path / "report.html").st_mode & 0o777) == 0o644
+    finally:
+        os.umask(umask)

@@ -1,11 +1,17 @@
+import io
 import json
+import logging
 
 import pytest
 
+from globalpointer.cli import main as cli
 from globalpointer.data.readers import detect_format, read_records, read_text, write_jsonl_records
 from globalpointer.data.tags import tags_to_spans
 from globalpointer.errors import DataError
+from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
 from globalpointer.spans import Entity
+from helpers import FakeExtractor
+from synthetic import write_jsonl
 
 
 def write(tmp_path, name, text, encoding="utf-8"):
@@ -200,3 +206,129 @@ def test_a_limited_read_stops_where_its_records_end(tmp_path):
         read_records(path)
     tagged = write(tmp_path, "big.txt", "张 B-PER\n三 I-PER\n\n" * 400000 + "broken-line-without-tag\n")
     assert [r.text for r in read_records(tagged, format="chars", limit=3)] == ["张三"] * 3
+
+
+def write_lines(path, objects):
+    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
+    return str(path)
+
+
+def json_min(task_id, text, regions=None):
+    task = {"id": task_id, "text": text, "annotator": 1, "annotation_id": 100 + task_id, "lead_time": 3.5}
+    if regions is not None:
+        task["label"] = [{"start": s, "end": e, "text": text[s:e], "labels": [t]} for s, e, t in regions]
+    return task
+
+
+def test_json_min_whose_first_tasks_are_unannotated_keeps_every_entity(tmp_path, caplog):
+    caplog.set_level("INFO")
+    tasks = [json_min(i, f"没有标注{i}") for i in range(79)] + [json_min(100, "张三在北京", [(0, 2, "PER"), (3, 5, "LOC")])]
+    records = read_records(write_lines(tmp_path / "min.json", tasks))
+    assert [(r.text, [e.key for e in r.entities]) for r in records] == \
+        [("张三在北京", [(0, 2, "PER"), (3, 5, "LOC")])]
+    assert "format doccano" in caplog.text and "left out 79 tasks without annotation" in caplog.text
+
+
+def test_a_file_mixing_formats_names_the_first_line_of_each(tmp_path):
+    path = write_lines(tmp_path / "mixed.jsonl", [
+        {"text": "张三", "entities": [{"start": 0, "end": 2, "type": "PER"}]},
+        {"text": "北京", "label": {"LOC": {"北京": [[0, 1]]}}}])
+    with pytest.raises(DataError, match=r"two formats, jsonl \(first on line 1\) and cluener \(first on line 2\)"):
+        read_records(path)
+
+
+def test_a_misspelt_entity_key_is_an_error_not_a_text_without_entities(tmp_path):
+    path = write_lines(tmp_path / "typo.jsonl", [
+        {"text": "张三", "entities": [{"start": 0, "end": 2, "type": "PER"}]},
+        {"text": "北京", "entitys": [{"start": 0, "end": 2, "type": "LOC"}]}])
+    with pytest.raises(DataError, match=r"typo.jsonl:2: unknown key 'entitys'; did you mean 'entities'"):
+        read_records(path)
+
+
+def test_the_ground_truth_annotation_wins(tmp_path):
+    region = lambda s, e, t: {"value": {"start": s, "end": e, "text": "张三在北京"[s:e], "labels": [t]}, "type": "labels"}  # noqa: E731
+    task = {"id": 1, "data": {"text": "张三在北京"}, "annotations": [
+        {"id": 1, "result": [region(0, 2, "LOC")], "ground_truth": False},
+        {"id": 2, "result": [region(0, 2, "PER"), region(3, 5, "LOC")], "ground_truth": True}]}
+    [record] = read_records(write_lines(tmp_path / "ls.json", [task]))
+    assert [e.key for e in record.entities] == [(0, 2, "PER"), (3, 5, "LOC")]
+
+
+def test_conflicting_annotations_of_one_task_name_both_lines(tmp_path):
+    same = json_min(7, "张三在北京", [(0, 2, "PER")])
+    path = write_lines(tmp_path / "min.json", [same, dict(same), json_min(7, "张三在北京", [(0, 2, "LOC")])])
+    with pytest.raises(DataError, match=r"min.json:3: task 7 was already read on 1 with other entities"):
+        read_records(path)
+    agreeing = read_records(write_lines(tmp_path / "agree.json", [same, dict(same)]))
+    assert len(agreeing) == 1  # the same annotation twice is one example
+
+
+def test_json_lines_with_raw_line_separators_read_back(tmp_path):
+    text = "张三\u2028在北京\u2029工作\x85了"
+    source = write_lines(tmp_path / "in.jsonl", [{"text": text, "entities": [{"start": 0, "end": 2, "type": "PER"}]},
+                                                 {"text": "李四", "entities": []}])
+    assert "\u2028" in open(source, encoding="utf-8").read()  # written raw, as json.dumps(ensure_ascii=False) does
+    assert cli(["convert", source, str(tmp_path / "out.jsonl")]) == 0
+    for path in (source, str(tmp_path / "out.jsonl")):
+        records = read_records(path)
+        assert [r.text for r in records] == [text, "李四"] and records[0].entities[0].key == (0, 2, "PER")
+
+
+@pytest.mark.parametrize("content, message", [
+    ('[{"text": "a"}]\n{"text": "b"}\n', ":2: text after the JSON array that ends on line 1"),
+    ('[{"text": "a"}]\n[{"text": "b"}]\n', ":2: text after the JSON array"),
+    ('[{"text": "a"}] trailing\n', ":1: text after the JSON array"),
+    ('[{"text": "a"},\n{"text": "b"}\n', ":1: the JSON array opened here is never closed"),
+    ('[{"text": "a"}\n{"text": "b"}]\n', ":2: expected ',' or ']'"),
+])
+def test_json_arrays_must_be_whole(tmp_path, content, message):
+    path = tmp_path / "data.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        read_records(str(path), "auto", on_error="skip")
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"text": "叶老桂来了", "label": {"name": ["叶老桂"]}}, "label 'name' must map each entity text"),
+    ({"text": "叶老桂来了", "label": "name"}, "must map types"),
+    ({"text": "叶老桂来了", "label": 7}, "must map types"),
+    ({"text": "叶老桂来了", "label": {"name": {"叶老桂": "0,2"}}}, "expected a list of \\[start, end\\]"),
+    ({"text": "头痛", "entities": ["头痛"]}, "each entity must be an object"),
+    ({"text": "头痛", "entities": "头痛"}, '"entities" must be a list'),
+])
+def test_malformed_entities_are_named_errors_and_skippable(tmp_path, record, message):
+    path = tmp_path / "data.json"
+    fmt = "cluener" if "label" in record else "jsonl"
+    good = {"text": "张三", "label": {"PER": {"张三": [[0, 1]]}}} if fmt == "cluener" else \
+        {"text": "张三", "entities": [{"start": 0, "end": 2, "type": "PER"}]}
+    write_jsonl(path, [good, record])
+    with pytest.raises(DataError, match=f"data.json:2: .*{message}"):
+        read_records(str(path), fmt)
+    assert len(read_records(str(path), fmt, on_error="skip")) == 1
+
+
+def test_cmeee_entity_as_a_bare_string(tmp_path):
+    path = tmp_path / "cmeee.json"
+    path.write_text(json.dumps([{"text": "头痛", "entities": [{"start_idx": 0, "end_idx": 1, "type": "sym"}]},
+                                {"text": "头痛", "entities": ["头痛"]}], ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(DataError, match="cmeee.json:1: each entity must be an object with start_idx"):
+        read_records(str(path), "cmeee")
+    assert len(read_records(str(path), "cmeee", on_error="skip")) == 1
+
+
+def test_detected_format_is_said_once_per_file(tmp_path, caplog):
+    path = tmp_path / "weibo.txt"
+    path.write_text("口0\tO\n腔1\tO\n\n", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="globalpointer"):
+        records = read_records(str(path))
+    # a character and its position in the word (Weibo NER's layout): read as the characters
+    assert caplog.text.count("weibo.txt: format chars-position (detected; set data.format") == 1
+    assert records[0].text == "口腔"
+
+
+def test_jsonl_with_a_byte_order_mark_keeps_its_fields():
+    sink = io.StringIO()
+    data = b'\xef\xbb\xbf{"text": "Paris", "id": 1}\n{"text": "Lyon", "id": 2}\n'
+    predict_stream(FakeExtractor(), io.BytesIO(data), PredictionWriter(sink))
+    first = json.loads(sink.getvalue().splitlines()[0])
+    assert first["text"] == "Paris" and first["id"] == 1 and first["entities"][0]["type"] == "LOC"

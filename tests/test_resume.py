@@ -8,8 +8,11 @@ import sys
 import time
 
 import pytest
-from synthetic import tiny_config
+
+from globalpointer.cli import train_main
 from conftest import ROOT
+from helpers import snapshot
+from synthetic import tiny_config
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
@@ -110,3 +113,45 @@ def test_a_stopped_recipes_comparison_resumes_its_run(tmp_path):
     steps = [int(row["step"]) for row in metrics(out / "plain-s1")]
     assert steps == sorted(set(steps)) and steps[-1] > stopped_at
     assert "plain seed 1: dev F1" in output.stdout
+
+
+def test_a_garbage_row_in_metrics_then_resume(tmp_path, capsys):
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config]) == 0
+    with open(tmp_path / "run" / "metrics.csv", "a", encoding="utf-8") as out:
+        out.write("garbage,,,\n")
+    assert train_main(["--config", config, "--resume"]) == 2
+    assert "metrics.csv:3: step 'garbage' is not a whole number" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_changed_config_and_names_the_keys(tmp_path, capsys):
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config]) == 0
+    before = snapshot(tmp_path / "run")
+    assert train_main(["--config", config, "--resume", "--set", "model.head=efficient_global_pointer",
+                       "--set", "data.labels=[LOC,ORG,PER,X]"]) == 2
+    err = capsys.readouterr().err
+    assert "model.head was 'global_pointer', now 'efficient_global_pointer'" in err and "data.labels was" in err
+    # forced on, the weights still cannot be loaded into another head: named, not skipped
+    assert train_main(["--config", config, "--resume", "--resume-anyway",
+                       "--set", "model.head=efficient_global_pointer"]) == 2
+    assert "head.bias_dense.weight missing" in capsys.readouterr().err
+    assert snapshot(tmp_path / "run") == before
+
+
+def test_resuming_a_finished_run_adds_no_evaluation(tmp_path, caplog):
+    config = tiny_config(tmp_path, train__epochs=1, train__eval_every=4)  # 15 steps: the last is no multiple of 4
+    assert train_main(["--config", config]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    with caplog.at_level("INFO", logger="globalpointer"):
+        assert train_main(["--config", config, "--resume", "--set", "model.min_score=0.6"]) == 0
+    assert list(csv.DictReader(open(tmp_path / "run" / "metrics.csv"))) == rows
+    assert "its 1 epoch(s) are done, nothing is left to train" in caplog.text  # not "(epoch 2)"
+
+
+def test_resume_from_an_empty_weights_file(tmp_path, capsys):
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config]) == 0
+    (tmp_path / "run" / "last" / "model.safetensors").write_bytes(b"")
+    assert train_main(["--config", config, "--resume"]) == 2
+    assert "last/model.safetensors is corrupted or unreadable" in capsys.readouterr().err

@@ -131,27 +131,6 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(trai
     assert without_scores([a[1]["results"][0] for a in answers]) == without_scores(alone["results"] + rest["results"])
 
 
-def test_micro_batcher_gathers_requests_into_few_calls():
-    import asyncio
-
-    from globalpointer.deploy.batcher import MicroBatcher
-
-    calls = []
-
-    def predict_steps(texts):
-        calls.append(list(texts))
-        yield
-        return [[{"n": len(t)}] for t in texts]
-
-    batcher = MicroBatcher(predict_steps, batch_texts=6, wait_ms=200)
-
-    async def many():
-        return await asyncio.gather(*(batcher.submit(["x" * i, "y"]) for i in range(1, 6)))
-
-    results = asyncio.run(many())
-    batcher.close()
-    assert results == [[[{"n": i}], [{"n": 1}]] for i in range(1, 6)]
-    assert [len(c) for c in calls] == [6, 4]  # 3 requests fill a batch of 6; the other 2 share the next
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -1,0 +1,36 @@
+"""corpus.py: a run's files as records, with errors that name the file and line."""
+import json
+import logging
+
+from globalpointer.cli import train_main
+from synthetic import tiny_config, write_jsonl
+
+
+def test_training_data_without_entities_is_an_error_even_with_labels(tmp_path, capsys):
+    config = tiny_config(tmp_path, data__labels=["PER"])
+    write_jsonl(tmp_path / "train.jsonl", [{"text": "没有实体的句子"}] * 10)
+    assert train_main(["--config", config]) == 2
+    assert "no entities in 10 training texts" in capsys.readouterr().err
+
+
+def test_dev_type_missing_from_train_names_file_and_line(tmp_path, capsys):
+    config = tiny_config(tmp_path)
+    dev = tmp_path / "dev.jsonl"
+    lines = dev.read_text(encoding="utf-8").splitlines()
+    lines[2] = json.dumps({"text": "复旦大学", "entities": [{"start": 0, "end": 4, "type": "SCHOOL"}]}, ensure_ascii=False)
+    dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert train_main(["--config", config]) == 2
+    err = capsys.readouterr().err
+    assert "dev.jsonl:3: entity type 'SCHOOL' is not among the training data" in err and "data.labels" in err
+
+
+def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, caplog):
+    config = tiny_config(tmp_path, train__epochs=1)
+    train = tmp_path / "train.jsonl"
+    with open(train, "a", encoding="utf-8") as out:
+        out.write('{"text": "张三", "entities": [{"start": 0, "end": 5, "type": "PER"}]}\n')
+    assert train_main(["--config", config]) == 2
+    assert "train.jsonl:241: entity PER [0, 5) lies outside the text of length 2" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING):
+        assert train_main(["--config", config, "--set", "data.on_error=skip"]) == 0
+    assert "skipped 1 malformed record(s)" in caplog.text

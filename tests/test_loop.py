@@ -1,0 +1,28 @@
+"""training/loop.py and step.py: a run that diverges stops in one line and keeps nothing from the
+diverged weights."""
+import numpy as np
+
+from globalpointer.checkpoint import load_checkpoint
+from globalpointer.cli import train_main
+from synthetic import tiny_config
+
+
+def test_a_diverging_run_stops_and_saves_nothing_from_it(tmp_path, capsys):
+    """The loss turns nan before the first evaluation: one line naming the rate, exit 2, and no
+    checkpoint (an evaluation would have saved the diverged weights as best and last)."""
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config, "--set", "train.lr=1e30", "--set", "train.head_lr=1e30"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: step ")
+    assert "training diverged" in err and "lower it, e.g. --set train.lr=1e+29" in err
+    assert not (tmp_path / "run" / "best").exists() and not (tmp_path / "run" / "last").exists()
+
+
+def test_a_rate_of_five_trains_to_finite_weights(tmp_path, capsys):
+    """lr=5 (a user's typo for 5e-5) crashed at the first evaluation once (decoding past the text, see
+    below); now it trains, and what it saves is finite."""
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config, "--set", "train.lr=5", "--set", "train.head_lr=5"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    state = load_checkpoint(str(tmp_path / "run" / "best")).network.state_dict()
+    assert all(np.isfinite(value.numpy()).all() for value in state.values())
