@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import shutil
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .config import RUN_TIME_SECTIONS, RunConfig, dump_config, load_config
 from .errors import CheckpointError, ConfigError, UserError
@@ -192,12 +192,31 @@ def checkpoint_digest(directory: str, config: RunConfig) -> str:
 
     digest = hashlib.sha256()
     for name in (WEIGHTS,) + METADATA_FILES:
-        digest.update(name.encode() + b"\0")
-        with open(os.path.join(directory, name), "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
+        digest.update(name.encode() + b"\0" + file_digest(os.path.join(directory, name)))
     digest.update(json.dumps([network_settings(config), paddle.__version__, FORMAT_VERSION], sort_keys=True).encode())
     return digest.hexdigest()
+
+
+# A process hashes a file once while it is unchanged (a predict that compiles the checkpoint and then
+# loads it asks twice): the key holds what any write changes (size, modification and change times)
+_FILE_DIGESTS: Dict[tuple, bytes] = {}
+
+
+def file_digest(path: str) -> bytes:
+    status = os.stat(path)
+    key = (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+           status.st_ctime_ns)
+    if key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = _hash_file(path)
+    return _FILE_DIGESTS[key]
+
+
+def _hash_file(path: str) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.digest()
 
 
 class CompiledProgram(NamedTuple):

@@ -156,12 +156,10 @@ def _evaluate(argv, prog):
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
     from .deploy.export import compile_if_it_pays
-    from .evaluation.evaluate import evaluate_file
+    from .evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
     from .evaluation.metrics import format_report
-    from .evaluation.report_html import render_page
-    from .files import atomic_write_json, atomic_write_text
+    from .evaluation.report_html import write_evaluation_page
     from .inference.file_prediction import count_lines
-    from .spans import Record
 
     if args.format:
         args.set.append(f"data.format={args.format}")
@@ -173,31 +171,16 @@ def _evaluate(argv, prog):
     if not path:
         raise UserError("no data to evaluate: pass --data FILE")
     check_output_files({"--output": args.output, "--html": args.html,
-                        "--output (its .predictions.jsonl)": args.output and _predictions_path(args.output)},
+                        "--output (its .predictions.jsonl)": args.output and predictions_path(args.output)},
                        [path, ner.directory])
     records, predicted, report, _ = evaluate_file(ner, path)
-    gold = [r.entities for r in records]
     report["data"], report["model"] = path, args.model
     print(format_report(report))
     if args.html:
-        micro = report["micro"]
-        meta = (f"{args.model} on {path}: {len(records)} texts, precision {micro['precision'] * 100:.2f}, "
-                f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
-        atomic_write_text(args.html, render_page("Evaluation", [r.text for r in records], predicted, labels, gold,
-                                                 report["errors"], meta, [r.source for r in records]))
-        log.info("wrote %s", args.html)
+        write_evaluation_page(args.html, records, predicted, labels, report)
     if args.output:
-        atomic_write_json(args.output, report)
-        lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
-                             "gold": r.entity_dicts()}, ensure_ascii=False) for r, p in zip(records, predicted)]
-        atomic_write_text(_predictions_path(args.output), "\n".join(lines) + "\n")
-        log.info("wrote %s and %s", args.output, _predictions_path(args.output))
+        write_evaluation(args.output, report, records, predicted)
     return 0
-
-
-def _predictions_path(report_path: str) -> str:
-    stem = report_path[:-5] if report_path.endswith(".json") else report_path
-    return stem + ".predictions.jsonl"
 
 
 def _predict(argv, prog):
@@ -221,9 +204,9 @@ def _predict(argv, prog):
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
     from .deploy.export import compile_if_it_pays
-    from .files import atomic_write_text
+    from .evaluation.report_html import write_prediction_page
     from .inference.file_prediction import count_lines, predict_file, predict_file_share
-    from .inference.label_studio import labeling_config
+    from .inference.label_studio import offer_labeling_config
 
     if args.input != "-" and not os.path.isfile(args.input):
         raise UserError(f"--input: file not found: {args.input}")
@@ -241,12 +224,8 @@ def _predict(argv, prog):
 
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
                   on_payload=draw if args.html else None)
-    if args.label_config and runtime.rank == 0:
-        atomic_write_text(args.label_config, labeling_config(ner.labels) + "\n")
-        log.info("wrote %s: the Label Studio labeling interface for these predictions", args.label_config)
-    elif args.output_format == "label-studio":
-        log.info("Label Studio labeling config for these tasks (--label-config FILE writes it):\n%s",
-                 labeling_config(ner.labels))
+    if runtime.rank == 0:
+        offer_labeling_config(ner.labels, args.label_config, args.output_format == "label-studio")
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 
@@ -258,21 +237,9 @@ def _predict(argv, prog):
                                      **output)
     log.info("%d lines, %d with an error field", lines, failed)
     if args.html and runtime.rank == 0:
-        _write_prediction_page(args.html, drawn, ner.labels, f"{args.model} on {args.input}: the first "
-                                                             f"{len(drawn)} of {lines} lines")
+        write_prediction_page(args.html, drawn, ner.labels, f"{args.model} on {args.input}: the first "
+                                                            f"{len(drawn)} of {lines} lines")
     return 1 if failed else 0
-
-
-def _write_prediction_page(path: str, payloads: List[dict], labels: List[str], meta: str) -> None:
-    from .evaluation.report_html import render_page
-    from .files import atomic_write_text
-    from .spans import Entity
-
-    texts = [payload["text"] for payload in payloads]
-    predicted = [[Entity(e["start"], e["end"], e["type"], e["score"]) for e in payload.get("entities", [])]
-                 for payload in payloads]
-    atomic_write_text(path, render_page("Predictions", texts, predicted, labels, meta=meta))
-    log.info("wrote %s", path)
 
 
 def _export(argv, prog) -> int:

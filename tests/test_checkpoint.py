@@ -126,3 +126,23 @@ def test_a_checkpoint_of_the_pickle_era_is_refused_in_one_line(checkpoint_copy, 
     assert predict_main(["--model", str(checkpoint_copy), "--input", "-"]) == 2
     err = capsys.readouterr().err
     assert "missing model.safetensors" in err and err.count("\n") == 1
+
+
+def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_copy, monkeypatch):
+    """Compiling and loading both ask for the checkpoint's digest; the files are read once, and again
+    only after a write."""
+    from globalpointer import checkpoint
+    from globalpointer.checkpoint import checkpoint_digest
+
+    reads = []
+    real = checkpoint._hash_file
+    monkeypatch.setattr(checkpoint, "_hash_file", lambda path: reads.append(path) or real(path))
+    config = load_metadata(str(checkpoint_copy))[0]
+    first = checkpoint_digest(str(checkpoint_copy), config)
+    assert checkpoint_digest(str(checkpoint_copy), config) == first
+    weights = str(checkpoint_copy / "model.safetensors")
+    assert reads.count(weights) == 1  # a fresh copy: no test before hashed this file
+    content = open(weights, "rb").read()
+    with open(weights, "wb") as out:  # the same bytes, written again: read again, the same digest
+        out.write(content)
+    assert checkpoint_digest(str(checkpoint_copy), config) == first and reads.count(weights) == 2

@@ -7,11 +7,15 @@ entity boundary; under each segment, one lane per level of nesting shows the ent
 in their type's colour, so nested and crossing entities stack instead of hiding each other.
 """
 import html
+import logging
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..spans import Entity
+from ..files import atomic_write_text
+from ..spans import Entity, Record
 from .metrics import ERROR_KINDS, Judgement, judge_text
+
+log = logging.getLogger("globalpointer")
 
 ERROR_COLOUR = "#d62728"  # the outline of every error; no type is drawn in a red it could be taken for
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#6b6ecf", "#bab0ac", "#17becf",
@@ -228,3 +232,24 @@ def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[E
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(head)}{''.join(blocks)}"
             f"<script>{SCRIPT}</script></body></html>")
+
+
+def write_evaluation_page(path: str, records: Sequence[Record], predicted: Sequence[List[Entity]],
+                          labels: Sequence[str], report: dict) -> None:
+    """``evaluate --html``: every text with its gold and predicted entities, the report's counts on top."""
+    micro = report["micro"]
+    meta = (f"{report['model']} on {report['data']}: {len(records)} texts, precision {micro['precision'] * 100:.2f}, "
+            f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
+    atomic_write_text(path, render_page("Evaluation", [r.text for r in records], predicted, labels,
+                                        [r.entities for r in records], report["errors"], meta,
+                                        [r.source for r in records]))
+    log.info("wrote %s", path)
+
+
+def write_prediction_page(path: str, payloads: Sequence[dict], labels: Sequence[str], meta: str) -> None:
+    """``predict --html``: the texts of ``payloads`` (predict's output lines) with their entities."""
+    texts = [payload["text"] for payload in payloads]
+    predicted = [[Entity(e["start"], e["end"], e["type"], e["score"]) for e in payload.get("entities", [])]
+                 for payload in payloads]
+    atomic_write_text(path, render_page("Predictions", texts, predicted, labels, meta=meta))
+    log.info("wrote %s", path)

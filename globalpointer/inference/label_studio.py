@@ -6,8 +6,13 @@ A task is ``{"data": {"text", ...}, "predictions": [{"model_version", "score", "
 each result is a ``labels`` region ``{"start", "end", "text", "labels": [TYPE]}`` with its score,
 offsets in code points, end exclusive, as current Label Studio writes them.
 """
-from typing import List, Sequence
+import logging
+from typing import List, Optional, Sequence
 from xml.sax.saxutils import quoteattr
+
+from ..files import atomic_write_text
+
+log = logging.getLogger("globalpointer")
 
 FROM_NAME = "label"  # the names of the <Labels> and <Text> tags in labeling_config()
 TO_NAME = "text"
@@ -46,3 +51,14 @@ def labeling_config(labels: Sequence[str]) -> str:
     lines += [f"    <Label value={quoteattr(label)}/>" for label in labels]
     lines += ["  </Labels>", f'  <Text name="{TO_NAME}" value="${TO_NAME}"/>', "</View>"]
     return "\n".join(lines)
+
+
+def offer_labeling_config(labels: Sequence[str], path: Optional[str], tasks_written: bool) -> None:
+    """The labeling interface for ``labels``: written to ``path`` (predict's --label-config), else
+    logged where predict writes Label Studio tasks, which need it to be imported."""
+    if path:
+        atomic_write_text(path, labeling_config(labels) + "\n")
+        log.info("wrote %s: the Label Studio labeling interface for these predictions", path)
+    elif tasks_written:
+        log.info("Label Studio labeling config for these tasks (--label-config FILE writes it):\n%s",
+                 labeling_config(labels))
