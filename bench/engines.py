@@ -74,6 +74,7 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     startup = {"ray": time.perf_counter() - start}
     start = time.perf_counter()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers' Python: this one
     spark = (SparkSession.builder.master("local[2]").appName("bench-engines")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())

@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import shutil
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .config import RUN_TIME_SECTIONS, RunConfig, dump_config, load_config
 from .errors import CheckpointError, ConfigError, UserError
@@ -281,9 +281,12 @@ class ModelDirectory(NamedTuple):
     export: bool
 
 
-def resolve_model(model: str) -> ModelDirectory:
+def resolve_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     """``model`` (a checkpoint or an export directory) resolved and checked: files present, format
-    version one this code reads."""
+    version one this code reads.  A command resolves it once and hands the result on (compiling,
+    loading): resolved already, it is returned as it is."""
+    if isinstance(model, ModelDirectory):
+        return model
     if is_export(model):
         check_export_format(model)
         return ModelDirectory(model, True)
@@ -296,9 +299,13 @@ def check_checkpoint_files(directory: str) -> None:
     _check_files(directory, (WEIGHTS,) + METADATA_FILES)
 
 
-def load_checkpoint(directory: str, overrides: List[str] = None) -> LoadedModel:
-    directory = resolve_checkpoint(directory)
-    check_checkpoint_files(directory)
+def load_checkpoint(directory: Union[str, ModelDirectory], overrides: List[str] = None) -> LoadedModel:
+    """``directory``: a checkpoint's path, or its ``ModelDirectory`` (resolved and checked already)."""
+    if isinstance(directory, ModelDirectory):
+        directory = directory.path
+    else:
+        directory = resolve_checkpoint(directory)
+        check_checkpoint_files(directory)
     config, trained_for, tokenizer = load_metadata(directory, overrides)
     return build_from_checkpoint(directory, config, trained_for, tokenizer)
 

@@ -129,10 +129,11 @@ def _train(argv, prog):
     return 0
 
 
-def load_for_inference(args):
+def load_for_inference(args, model=None):
+    """The pipeline of ``--model`` (or of ``model``, the directory resolved already)."""
     from .inference.pipeline import load
 
-    return load(args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
+    return load(model or args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
 
 
 def inference_arguments(parser):
@@ -155,6 +156,7 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
+    from .checkpoint import resolve_model
     from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
     from .evaluation.metrics import format_report
@@ -163,9 +165,10 @@ def _evaluate(argv, prog):
 
     if args.format:
         args.set.append(f"data.format={args.format}")
+    model = resolve_model(args.model)
     if args.data and os.path.isfile(args.data):
-        compile_if_it_pays(args.model, args.set, args.backend, count_lines(args.data))
-    ner = load_for_inference(args)
+        compile_if_it_pays(model, args.set, args.backend, count_lines(args.data))
+    ner = load_for_inference(args, model)
     config, labels = ner.config, ner.labels
     path = args.data or config.data.test or config.data.dev
     if not path:
@@ -203,6 +206,7 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
+    from .checkpoint import resolve_model
     from .deploy.export import compile_if_it_pays
     from .evaluation.report_html import write_prediction_page
     from .inference.file_prediction import count_lines, predict_file, predict_file_share
@@ -212,9 +216,10 @@ def _predict(argv, prog):
         raise UserError(f"--input: file not found: {args.input}")
     check_output_files({"--output": args.output, "--html": args.html, "--label-config": args.label_config},
                        [args.input, args.model])
+    model = resolve_model(args.model)
     if args.input != "-":
-        compile_if_it_pays(args.model, args.set, args.backend, count_lines(args.input))
-    ner = load_for_inference(args)
+        compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
+    ner = load_for_inference(args, model)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
 

@@ -146,3 +146,16 @@ def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_co
     with open(weights, "wb") as out:  # the same bytes, written again: read again, the same digest
         out.write(content)
     assert checkpoint_digest(str(checkpoint_copy), config) == first and reads.count(weights) == 2
+
+
+def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, monkeypatch):
+    """Compiling and loading get the directory predict resolved, not the path again."""
+    from globalpointer import checkpoint
+
+    calls = []
+    real = checkpoint.resolve_checkpoint
+    monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
+    assert predict_main(["--model", str(checkpoint_copy), "--input", str(tmp_path / "in.txt"), "--output",
+                         str(tmp_path / "out.jsonl"), "--set", "inference.compile_from=1"]) == 0
+    assert calls == [str(checkpoint_copy)]

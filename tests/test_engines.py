@@ -3,6 +3,7 @@ empty text among them), in columns that write to Parquet and JSON.  Local Ray wi
 local[2] mode; each is skipped when its extra (globalpointer[ray], globalpointer[spark]) is missing."""
 import json
 import os
+import sys
 
 import pytest
 
@@ -70,8 +71,9 @@ def stop_spark_jvm():
         SparkContext._gateway = SparkContext._jvm = None
 
 
-def test_spark_udf_gives_predict_pys_entities(trained, texts_and_expected):
+def test_spark_udf_gives_predict_pys_entities(trained, texts_and_expected, monkeypatch):
     pytest.importorskip("pyspark")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the workers' Python: this one, activated or not
     from pyspark.sql import SparkSession
 
     from globalpointer.deploy.engines import ENTITIES_DDL, entities_udf

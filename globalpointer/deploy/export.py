@@ -108,7 +108,9 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     """``requested``: the --model path as given, when ``checkpoint`` is what it resolved to.
     ``openvino_calibration``: with ``quantize="int8"``, a file whose texts OpenVINO's INT8 model is
     calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
-    compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs)."""
+    compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs).
+    ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``."""
+    model, checkpoint = checkpoint, getattr(checkpoint, "path", checkpoint)
     check_paddle_exports()
     if openvino_calibration and quantize != "int8":
         raise UserError("--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8")
@@ -122,7 +124,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     output = os.path.normpath(output)
     check_export_target(output, checkpoint, requested)
     calibration_texts = calibration_texts_of(openvino_calibration) if openvino_calibration else []
-    loaded = load_checkpoint(checkpoint)
+    loaded = load_checkpoint(model)
     check_span_head(loaded.config.model.head, f"export ({checkpoint})")
     partial = partial_directory(output)
     try:
@@ -148,8 +150,9 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     return sorted(os.listdir(output))
 
 
-def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str], lines: int) -> None:
-    """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint: from
+def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], lines: int) -> None:
+    """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint (``model``: its
+    path, or its ``checkpoint.ModelDirectory``): from
     ``inference.compile_from`` lines on (where the build's few seconds are repaid), compile the
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
@@ -173,7 +176,7 @@ def compile_if_it_pays(model: str, overrides: List[str], backend: Optional[str],
     start = time.perf_counter()
     try:
         os.makedirs(os.path.dirname(entry.directory), exist_ok=True)
-        export_checkpoint(checkpoint, entry.directory, compiled_from=entry.digest)
+        export_checkpoint(resolved, entry.directory, compiled_from=entry.digest)
     except (OSError, UserError) as error:
         log.warning("%s: not compiled, the cache cannot be written (%s); predicting with the checkpoint itself",
                     checkpoint, error)

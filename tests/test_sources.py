@@ -1,0 +1,121 @@
+"""data/sources.py and what it feeds: files that declare the types they annotate, a loss that learns
+nothing about the others, and reports per entry."""
+import json
+
+import numpy as np
+import paddle
+import pytest
+import yaml
+
+from globalpointer.cli import evaluate_main, train_main
+from globalpointer.config import load_config
+from globalpointer.corpus import load_sources
+from globalpointer.data.sources import DataSource
+from globalpointer.errors import ConfigError, DataError
+from globalpointer.model.loss import dense_span_loss, gold_to_dense, sparse_span_loss
+from globalpointer.model.masks import span_mask
+from globalpointer.model.reference import multilabel_cross_entropy, multilabel_cross_entropy_gradient
+from synthetic import make_records, write_jsonl
+
+
+def plane_batch(seed=0, batch=3, types=4, length=6):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0, 3, (batch, types, length, length)).astype("float32")
+    span_text = np.ones((batch, length), dtype="int64")
+    span_text[:, 0] = span_text[:, -1] = 0  # [CLS], [SEP]
+    gold = np.array([[[0, 1, 2], [2, 3, 3]], [[1, 2, 4], [-1, -1, -1]], [[3, 1, 1], [0, 4, 4]]], dtype="int64")
+    planes = np.array([[1, 0, 1, 0], [0, 1, 1, 1], [1, 1, 0, 1]], dtype="float32")
+    return logits, span_text, gold, planes
+
+
+@pytest.mark.parametrize("kind", ["sparse", "dense"])
+def test_the_loss_counts_only_the_annotated_planes_and_gives_the_others_no_gradient(kind):
+    logits, span_text, gold, planes = plane_batch()
+    mask = span_mask(paddle.to_tensor(span_text), True)
+    scores = paddle.to_tensor(logits, stop_gradient=False)
+    masked = paddle.where(mask, scores, paddle.full_like(scores, -1e12))
+    if kind == "sparse":
+        loss = sparse_span_loss(masked, paddle.to_tensor(gold), mask, paddle.to_tensor(planes))
+    else:
+        loss = dense_span_loss(masked, gold_to_dense(paddle.to_tensor(gold), 4, 6), mask, paddle.to_tensor(planes))
+    loss.backward()
+    labels = gold_to_dense(paddle.to_tensor(gold), 4, 6).numpy()
+    cells = mask.numpy()
+    assert abs(float(loss) - multilabel_cross_entropy(logits, labels, cells, planes)) < 1e-4
+    gradient = scores.grad.numpy()
+    np.testing.assert_allclose(gradient, multilabel_cross_entropy_gradient(logits, labels, cells, planes), atol=1e-6)
+    for b, t in zip(*np.nonzero(planes == 0)):
+        assert not gradient[b, t].any()  # exactly zero: an undeclared type learns nothing from this text
+
+
+def test_every_plane_annotated_is_the_loss_as_before():
+    logits, span_text, gold, _ = plane_batch(1)
+    mask = span_mask(paddle.to_tensor(span_text), True)
+    masked = paddle.where(mask, paddle.to_tensor(logits), paddle.full_like(paddle.to_tensor(logits), -1e12))
+    before = sparse_span_loss(masked, paddle.to_tensor(gold), mask)
+    ones = sparse_span_loss(masked, paddle.to_tensor(gold), mask, paddle.ones([3, 4]))
+    assert abs(float(before) - float(ones)) < 1e-6
+
+
+def write_yaml(path, tree):
+    path.write_text(yaml.safe_dump(tree, allow_unicode=True), encoding="utf-8")
+    return str(path)
+
+
+def test_entries_rename_declare_and_name_themselves_in_errors(tmp_path):
+    path = write_jsonl(tmp_path / "people.jsonl", [{"text": "张三在北京", "entities": [
+        {"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "LOC"}]}])
+    records = load_sources([DataSource(path, types=["name", "address"], rename={"PER": "name", "LOC": "address"})],
+                           {"format": "auto", "on_error": "raise", "limit": 0})
+    assert [(e.type, records[0].text[e.start:e.end]) for e in records[0].entities] == [("name", "张三"),
+                                                                                     ("address", "北京")]
+    assert records[0].types == ("name", "address") and records[0].origin.startswith(path)
+    with pytest.raises(DataError, match=r"people.jsonl:1: entity type 'LOC', which the data entry .* does not declare"):
+        load_sources([DataSource(path, types=["name"], rename={"PER": "name"})],
+                     {"format": "auto", "on_error": "raise", "limit": 0})
+    config = tmp_path / "c.yaml"
+    with pytest.raises(ConfigError, match=r"data.train\[0\]: unknown key 'type'; did you mean 'types'\?"):
+        load_config(write_yaml(config, {"data": {"train": [{"path": path, "type": ["name"]}]}}))
+    with pytest.raises(ConfigError, match=r"data.train\[1\].rename: renames onto name, which its types do not list"):
+        load_config(write_yaml(config, {"data": {"train": [path, {"path": path, "types": ["x"],
+                                                                      "rename": {"PER": "name"}}]}}))
+    with pytest.raises(ConfigError, match=r"data.dev\[0\] \(.*people.jsonl\): types ghost are not among"):
+        train_main(["--config", write_yaml(config, {
+            "data": {"train": path, "dev": [{"path": path, "types": ["ghost"], "rename": {"PER": "ghost"}}],
+                     "labels": ["PER", "LOC"]},
+            "model": {"encoder": "tiny"}, "output_dir": str(tmp_path / "run")})])
+
+
+def half_and_half(tmp_path):
+    """The synthetic task's texts in two files, the first keeping only its PER entities, the second
+    only its LOC ones: each file is labelled for one type."""
+    records = make_records(240, 1)
+    first = [{**r, "entities": [e for e in r["entities"] if e["type"] == "PER"]} for r in records[:120]]
+    second = [{**r, "entities": [e for e in r["entities"] if e["type"] == "LOC"]} for r in records[120:]]
+    return write_jsonl(tmp_path / "per.jsonl", first), write_jsonl(tmp_path / "loc.jsonl", second)
+
+
+def test_training_and_evaluating_on_entries_that_declare_their_types(tmp_path, capsys):
+    per, loc = half_and_half(tmp_path)
+    dev = write_jsonl(tmp_path / "dev.jsonl", make_records(60, 2))
+    config = write_yaml(tmp_path / "config.yaml", {
+        "data": {"train": [{"path": per, "types": ["PER"]}, {"path": loc, "types": ["LOC"]}],
+                 "dev": [dev, {"path": per, "types": ["PER"]}], "max_length": 24, "window_overlap": 8},
+        "model": {"encoder": "tiny", "head_size": 16},
+        "train": {"epochs": 2, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
+        "device": "cpu", "output_dir": str(tmp_path / "run")})
+    assert train_main(["--config", config]) == 0
+    report = json.load(open(tmp_path / "run" / "dev_report.json"))
+    assert set(report["sources"]) == {dev, f"{per} [PER]"}
+    assert set(report["sources"][f"{per} [PER]"]["per_type"]) == {"PER"}  # scored on its declared type only
+    assert evaluate_main(["--model", str(tmp_path / "run" / "best"), "--output", str(tmp_path / "eval.json")]) == 0
+    assert "sources" in json.load(open(tmp_path / "eval.json"))
+
+
+def test_token_taggers_refuse_entries_that_declare_types(tmp_path, capsys):
+    per, loc = half_and_half(tmp_path)
+    config = write_yaml(tmp_path / "config.yaml", {
+        "data": {"train": [{"path": per, "types": ["PER"]}, {"path": loc, "types": ["LOC"]}]},
+        "model": {"encoder": "tiny", "head": "softmax_tagger"}, "output_dir": str(tmp_path / "run")})
+    assert train_main(["--config", config]) == 2
+    assert "softmax_tagger learns every type at every token" in capsys.readouterr().err
