@@ -157,6 +157,7 @@ def _evaluate(argv, prog):
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
     from .checkpoint import resolve_model
+    from .data.sources import source_paths
     from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
     from .evaluation.metrics import format_report
@@ -175,9 +176,10 @@ def _evaluate(argv, prog):
         raise UserError("no data to evaluate: pass --data FILE")
     check_output_files({"--output": args.output, "--html": args.html,
                         "--output (its .predictions.jsonl)": args.output and predictions_path(args.output)},
-                       [path, ner.directory])
+                       [*source_paths(path), ner.directory])
     records, predicted, report, _ = evaluate_file(ner, path)
-    report["data"], report["model"] = path, args.model
+    report["data"] = path if isinstance(path, str) else [source.name for source in path]
+    report["model"] = args.model
     print(format_report(report))
     if args.html:
         write_evaluation_page(args.html, records, predicted, labels, report)

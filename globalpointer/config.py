@@ -13,11 +13,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import yaml
 
-from .data.readers import FORMAT_ALIASES, JSON_PARSERS, TAGGED_JOINERS
+from .data.readers import FORMAT_ALIASES, FORMATS
+from .data.sources import DataSource, Sources, parse_sources, source_paths
 from .errors import ConfigError
 from .model.decode import sigmoid
 
-FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 log = logging.getLogger(__name__)
 # an earlier name -> the key's name now: files that use the earlier one still load, with a warning
 RENAMED = {"train.eval_batch_size": "inference.batch_size"}
@@ -75,9 +75,12 @@ def backend_names():
 
 @dataclass
 class DataConfig:
-    train: str = _opt("", "training file (any supported format)")
-    dev: str = _opt("", "dev file for evaluation during training; empty: no evaluation, the last model is kept")
-    test: str = _opt("", "test file evaluated once at the end with the best model; empty: none")
+    train: Sources = _opt("", "training file (any supported format), or a list of entries {path, format, types, "
+                              "rename}: a file that annotates only its types teaches nothing about the others "
+                              "(docs/data-formats.md#files-labelled-for-some-types)")
+    dev: Sources = _opt("", "dev file (or entries, as data.train) for evaluation during training; empty: no "
+                            "evaluation, the last model is kept")
+    test: Sources = _opt("", "test file (or entries) evaluated once at the end with the best model; empty: none")
     format: str = _opt("auto", "file format; auto detects it per file (bio, bioes, bmes, iob, iob2 and char are "
                                "chars; conll2003 is conll; json is jsonl)", FORMATS, aliases=FORMAT_ALIASES)
     labels: List[str] = _opt([], "entity types in a fixed order; empty: every type seen in the training file, sorted")
@@ -267,6 +270,11 @@ def _coerce(value: Any, annotation, path: List[str]):
         if value is None:
             return ""
         raise _key_error(path, f"{name}: expected a string, got {value!r}")
+    if annotation == Sources:
+        try:
+            return parse_sources(value, name)
+        except ConfigError as error:
+            raise _key_error(path, str(error)) from None
     if annotation == List[str]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
@@ -411,6 +419,11 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
         value = node.get(key) if isinstance(node, dict) else None
         if isinstance(value, str) and value.strip():
             node[key] = os.path.normpath(os.path.join(folder, os.path.expanduser(value)))
+        for index, entry in enumerate(value if isinstance(value, list) else []):  # data entries
+            if isinstance(entry, str) and entry.strip():
+                value[index] = os.path.normpath(os.path.join(folder, os.path.expanduser(entry)))
+            elif isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"].strip():
+                entry["path"] = os.path.normpath(os.path.join(folder, os.path.expanduser(entry["path"])))
     model = tree.get("model")
     encoder = model.get("encoder") if isinstance(model, dict) else None
     if isinstance(encoder, str) and encoder and not os.path.isabs(encoder) and \
@@ -530,19 +543,19 @@ def validate(config: RunConfig) -> None:
 def require_files(config: RunConfig, keys: List[str]) -> None:
     """Fail before any work when a data file named in the config is missing."""
     for key in keys:
-        path = getattr(config.data, key)
-        if not path:
+        if not getattr(config.data, key):
             raise ConfigError(f"data.{key} is empty: name a file in the config or with --set data.{key}=PATH")
-        if not os.path.isfile(path):
-            raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
-    for key in ("dev", "test"):
-        path = getattr(config.data, key)
-        if path and key not in keys and not os.path.isfile(path):
-            raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
+    for key in ("train", "dev", "test"):
+        for path in source_paths(getattr(config.data, key)):
+            if not os.path.isfile(path):
+                raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
 
 
 def yaml_scalar(value) -> str:
-    """One value as YAML on one line, as a config file or ``--set`` writes it."""
+    """One value as YAML on one line, as a config file or ``--set`` writes it (data entries as mappings)."""
+    if isinstance(value, list):
+        value = [{k: v for k, v in dataclasses.asdict(item).items() if v} if isinstance(item, DataSource) else item
+                 for item in value]
     return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
 
 

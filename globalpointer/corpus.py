@@ -5,6 +5,7 @@ from typing import List, Sequence
 
 from .data.features import Featurizer
 from .data.readers import read_records
+from .data.sources import Sources, declared_types
 from .errors import DataError
 from .model.encoders import is_chinese_vocabulary
 from .spans import Record
@@ -19,9 +20,23 @@ def load_records(path: str, format: str = "auto", on_error: str = "raise", limit
     return records
 
 
+def load_sources(value: Sources, reading: dict) -> List[Record]:
+    """The records of a config's ``data.train`` (``dev``, ``test``): a file read as ``reading`` says
+    (``DataConfig.reading``), or each data entry's file, in its own format, renamed and marked with the
+    types it annotates (``DataSource.declare``)."""
+    if isinstance(value, str):
+        return load_records(value, **reading)
+    records: List[Record] = []
+    for source in value:
+        records += source.declare(load_records(source.path, **{**reading, "format": source.format or
+                                                                reading["format"]}))
+    return records
+
+
 def infer_labels(train_records: Sequence[Record], labels: Sequence[str] = (), source: str = "") -> List[str]:
-    """``labels`` as given, else every type of the training records, sorted.  The types are logged
-    with their counts, and a rare type that looks like a typo of a frequent one is warned about."""
+    """``labels`` as given, else every type of the training records (and every type their data
+    entries declare), sorted.  The types are logged with their counts, and a rare type that looks like
+    a typo of a frequent one is warned about."""
     counts = Counter(e.type for r in train_records for e in r.entities)
     if not counts:  # even with labels given: a model trained on texts without entities learns to find none
         raise DataError(f"{source}: no entities in {len(train_records)} training texts; nothing to learn (is the "
@@ -31,7 +46,7 @@ def infer_labels(train_records: Sequence[Record], labels: Sequence[str] = (), so
         for rare, frequent in near_miss_types(counts):
             log.warning("%s: type %r (%d entities) is close to %r (%d): a typo? fix those records, or list both in "
                         "data.labels to keep them apart", source, rare, counts[rare], frequent, counts[frequent])
-    return list(labels) or sorted(counts)
+    return list(labels) or sorted(set(counts) | set(declared_types(train_records) or ()))
 
 
 # A type with at most this share of a near-identical type's entities looks like a typo of it

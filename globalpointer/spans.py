@@ -76,6 +76,8 @@ class Record(NamedTuple):
     text: str
     entities: List[Entity]
     source: str = ""  # "file:line" for error messages
+    types: Optional[Tuple[str, ...]] = None  # the types its file annotates (data/sources.py); None: every type
+    origin: str = ""  # the data entry it was read from, when its file is one of a list
 
     def entity_dicts(self, with_score: bool = False) -> List[dict]:
         out = []

@@ -152,6 +152,8 @@ def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, mo
     """Compiling and loading get the directory predict resolved, not the path again."""
     from globalpointer import checkpoint
 
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))  # its program serves no other test
+
     calls = []
     real = checkpoint.resolve_checkpoint
     monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))

@@ -2,7 +2,7 @@
 so that little of a batch is padding."""
 import bisect
 import itertools
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -109,10 +109,13 @@ def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.
     return {"input_ids": input_ids, "token_text": token_text, "span_text": span_text}
 
 
-def collate(windows: Sequence[Window], pad_id: int) -> Dict[str, np.ndarray]:
+def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
     """One window per row (``collate_rows``), and ``gold`` [B, G, 3] (type, start, end) padded with
-    -1: heads build their own targets from it."""
+    -1: heads build their own targets from it.  ``planes`` (``sources.annotated_planes``, a row per
+    record): ``annotated`` [B, types], the types each row's record annotates."""
     batch = collate_rows([[window] for window in windows], pad_id)
+    if planes is not None:
+        batch["annotated"] = planes[[window.record_index for window in windows]]
     gold = np.full((len(windows), max(len(w.gold) for w in windows), 3), -1, dtype="int64")
     for i, window in enumerate(windows):
         if window.gold:

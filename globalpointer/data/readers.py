@@ -431,6 +431,8 @@ FORMAT_ALIASES = {"bio": "chars", "bioes": "chars", "bmes": "chars", "iob": "cha
 # chars-position: one character per line with its position in the word appended (Weibo NER's 口0 腔1),
 # read as the character alone
 CHARACTER_AND_POSITION = re.compile(r"^(\D)(\d{1,2})$")
+# every value data.format takes
+FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 
 
 def token_of(fmt: str, token: str, where: str) -> str:

@@ -15,13 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+import numpy as np
+
 from ..errors import ConfigError, DataError
 from ..spans import Record
-from .readers import FORMAT_ALIASES, JSON_PARSERS, TAGGED_JOINERS
+from .readers import FORMAT_ALIASES, FORMATS
 
 log = logging.getLogger("globalpointer")
-
-FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
 
 
 @dataclass
@@ -114,6 +114,25 @@ def declared_types(records: Sequence[Record]) -> Optional[List[str]]:
     """The types the records' entries declare, when any of them declares some; else None."""
     declared = {t for r in records if r.types for t in r.types}
     return sorted(declared) if declared else None
+
+
+def annotated_planes(records: Sequence[Record], labels: Sequence[str]) -> Optional[np.ndarray]:
+    """``[records, types]``: 1 where a record's file annotates the type, 0 where it does not; None when
+    every record annotates every type (the loss then runs as it always has)."""
+    if declared_types(records) is None:
+        return None
+    index = {label: position for position, label in enumerate(labels)}
+    planes = np.ones((len(records), len(labels)), dtype="float32")
+    for row, record in enumerate(records):
+        if record.types:
+            planes[row] = 0
+            planes[row, [index[t] for t in record.types]] = 1
+    return planes
+
+
+def sources_name(value: Sources, key: str) -> str:
+    """How messages name a ``data.*`` value: its file, or the key of its entries."""
+    return value if isinstance(value, str) else f"{key} ({len(value)} entries)"
 
 
 def check_declared(value: Sources, labels: Sequence[str], name: str) -> None:

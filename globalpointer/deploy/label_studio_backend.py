@@ -286,14 +286,21 @@ class Trainer:
         atomic_write_text(annotations, json.dumps(tasks, ensure_ascii=False))
         base = load_config(self.base_config)
         annotated = load_records(annotations, format="label-studio", on_error="skip")
-        train = load_records(base.data.train, **base.data.reading) if base.data.train else []
-        dev = load_records(base.data.dev, **base.data.reading) if base.data.dev else []
-        write_jsonl_records(train + annotated, os.path.join(directory, "train.jsonl"))
-        settings = [f"data.train={os.path.join(directory, 'train.jsonl')}", "data.format=jsonl", "data.test=",
-                    f"data.labels={json.dumps(self.labels + [t for t in project['labels'] if t not in self.labels])}",
-                    f"output_dir={os.path.join(directory, 'run')}"]
-        if dev:
-            write_jsonl_records(dev, os.path.join(directory, "dev.jsonl"))
+        settings = ["data.test=", f"output_dir={os.path.join(directory, 'run')}",
+                    f"data.labels={json.dumps(self.labels + [t for t in project['labels'] if t not in self.labels])}"]
+        if isinstance(base.data.train, list):  # data entries that declare their types stay entries
+            write_jsonl_records(annotated, os.path.join(directory, "train.jsonl"))
+            entries = as_entries(base.data.train, base.data.format)
+            entries.append({"path": os.path.join(directory, "train.jsonl"), "format": "jsonl"})
+            settings.append(f"data.train={json.dumps(entries)}")
+        else:
+            train = load_records(base.data.train, **base.data.reading) if base.data.train else []
+            write_jsonl_records(train + annotated, os.path.join(directory, "train.jsonl"))
+            settings += [f"data.train={os.path.join(directory, 'train.jsonl')}", "data.format=jsonl"]
+        if isinstance(base.data.dev, list):
+            settings.append(f"data.dev={json.dumps(as_entries(base.data.dev, base.data.format))}")
+        elif base.data.dev:
+            write_jsonl_records(load_records(base.data.dev, **base.data.reading), os.path.join(directory, "dev.jsonl"))
             settings.append(f"data.dev={os.path.join(directory, 'dev.jsonl')}")
         config_path = os.path.join(directory, "config.yaml")
         atomic_write_text(config_path, dump_config(load_config(self.base_config, settings)))
@@ -312,6 +319,12 @@ class Trainer:
                             f"{tail[-1] if tail else 'no output'}")
         self.swap(os.path.join(directory, "run", "best"))
         return directory
+
+
+def as_entries(sources: list, data_format: str) -> List[dict]:
+    """Data entries as a round's config names them, each with the format the base config read it in."""
+    return [{"path": source.path, "format": source.format or data_format, "types": source.types,
+             "rename": source.rename} for source in sources]
 
 
 def predictions(found: List[Tuple[str, list]], interface) -> List[dict]:

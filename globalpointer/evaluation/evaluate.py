@@ -5,7 +5,8 @@ import logging
 import time
 from typing import List, NamedTuple, Sequence
 
-from ..corpus import check_types, load_records
+from ..corpus import check_types, load_sources
+from ..data.sources import Sources
 from ..files import atomic_write_json, atomic_write_text
 from ..spans import Entity, Record
 from .metrics import error_summary, span_report
@@ -20,28 +21,41 @@ class Evaluation(NamedTuple):
     seconds: float  # of prediction alone
 
 
-def labelled_records(path: str, reading: dict, labels: Sequence[str], trained: bool = True) -> List[Record]:
-    """The records of ``path``, read as a model's config reads files (``DataConfig.reading``); a type
-    the model does not know is an error naming it (``trained``: of a trained model, else of a run's
-    training data)."""
-    records = load_records(path, **reading)
+def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True) -> List[Record]:
+    """The records of ``path`` (a file, or data entries), read as a model's config reads files
+    (``DataConfig.reading``); a type the model does not know is an error naming it (``trained``: of a
+    trained model, else of a run's training data)."""
+    records = load_sources(path, reading)
     check_types(records, labels, trained)
     return records
 
 
 def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]) -> Evaluation:
-    """Span precision / recall / F1 of ``extractor`` (anything with ``extract(texts)``) on ``records``."""
+    """Span precision / recall / F1 of ``extractor`` (anything with ``extract(texts)``) on ``records``.
+    A record whose file annotates some types only (``Record.types``) is scored on those: what the
+    model finds of the others can be neither right nor wrong there.  Records of data entries get a
+    report per entry too (``sources``), each over its entry's types."""
     started = time.perf_counter()
     predicted = extractor.extract([record.text for record in records])
     seconds = time.perf_counter() - started
+    predicted = [[e for e in found if e.type in record.types] if record.types else found
+                 for record, found in zip(records, predicted)]
     gold = [record.entities for record in records]
     report = span_report(gold, predicted, labels)
     report["errors"] = error_summary(gold, predicted, labels)
+    origins = sorted({record.origin for record in records if record.origin})
+    if origins:
+        report["sources"] = {}
+        for origin in origins:
+            chosen = [i for i, record in enumerate(records) if record.origin == origin]
+            types = records[chosen[0]].types or labels
+            report["sources"][origin] = span_report([gold[i] for i in chosen], [predicted[i] for i in chosen],
+                                                    [label for label in labels if label in types])
     return Evaluation(list(records), predicted, report, seconds)
 
 
-def evaluate_file(ner, path: str) -> Evaluation:
-    """The model of ``ner`` (a ``globalpointer.load`` pipeline) on the labelled file ``path``."""
+def evaluate_file(ner, path: Sources) -> Evaluation:
+    """The model of ``ner`` (a ``globalpointer.load`` pipeline) on the labelled file (or entries) ``path``."""
     return evaluate_records(ner.extractor, labelled_records(path, ner.config.data.reading, ner.labels), ner.labels)
 
 

@@ -72,6 +72,10 @@ def format_report(report: dict) -> str:
     nested = report["overlapping_gold"]
     if nested["spans"]:
         lines.append(f"overlapping gold spans: {nested['spans']}, found {nested['found']} ({nested['recall'] * 100:.2f}%)")
+    for origin, part in report.get("sources", {}).items():  # data entries (data/sources.py)
+        micro = part["micro"]
+        lines.append(f"{origin}: precision {micro['precision'] * 100:.2f}, recall {micro['recall'] * 100:.2f}, "
+                     f"F1 {micro['f1'] * 100:.2f} ({micro['support']} entities)")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ The plain float64 formulas they are tested against: ``reference.global_pointer_s
 ``reference.efficient_global_pointer_scores``.
 """
 import math
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import paddle
 from paddle import nn
@@ -62,13 +62,15 @@ class _SpanHead(nn.Layer):
         """Masked logits; ``mask_bias`` ``[batch, 1, L, L]`` is added where it costs least."""
         raise NotImplementedError
 
-    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor) -> Tuple[paddle.Tensor, int]:
-        """The loss and how many gold rows fell into masked cells (left out of it)."""
+    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor,
+             planes: Optional[paddle.Tensor] = None) -> Tuple[paddle.Tensor, int]:
+        """The loss and how many gold rows fell into masked cells (left out of it); ``planes``
+        ``[batch, types]``: the types each example's file annotates (``loss.plane_mean``)."""
         mask = span_mask(span_text, self.tril_mask)
         if self.loss_kind == "dense":
-            value = dense_span_loss(logits, gold_to_dense(gold, self.num_types, logits.shape[-1]), mask)
+            value = dense_span_loss(logits, gold_to_dense(gold, self.num_types, logits.shape[-1]), mask, planes)
         else:
-            value = sparse_span_loss(logits, gold, mask)
+            value = sparse_span_loss(logits, gold, mask, planes)
         return value, count_masked_gold(gold, mask)
 
     def consistency(self, first: paddle.Tensor, second: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:

@@ -1,7 +1,8 @@
 """Multilabel categorical cross-entropy (Su, 2020) over span cells, dense and sparse.
 
 For each (example, type):  L = log(1 + sum_{neg} e^{s}) + log(1 + sum_{pos} e^{-s}),
-where the sums run over unmasked cells.  Both forms compute it in float32 with logsumexp; the plain
+where the sums run over unmasked cells; the loss is their mean (over the (example, type) pairs whose
+file annotates the type, when the files say: ``plane_mean``).  Both forms compute it in float32 with logsumexp; the plain
 formula and its gradient are ``reference.multilabel_cross_entropy(_gradient)``.
 
 The logits are the heads' output: masked cells already carry ``MASKED_LOGIT``, so they vanish from
@@ -13,6 +14,8 @@ infinite term; ``count_masked_gold`` tells how many were.  The sparse form's pas
 ``[batch, types, L, L]`` logits have a hand-written backward pass (``span_autograd``) that holds one
 gradient of that size and no temporaries.
 """
+from typing import Optional
+
 import paddle
 import paddle.nn.functional as F
 
@@ -26,14 +29,25 @@ def _log1p_sum_exp(scores: paddle.Tensor) -> paddle.Tensor:
     return F.softplus(paddle.logsumexp(scores, axis=-1))
 
 
-def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
-    """``logits`` (masked) and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool)."""
+def plane_mean(per_plane: paddle.Tensor, planes: Optional[paddle.Tensor]) -> paddle.Tensor:
+    """The mean of the ``[batch, types]`` losses; with ``planes`` (1 where the example's file annotates
+    the type, data/sources.py) over the annotated ones only: the others add nothing and get no gradient."""
+    if planes is None:
+        return per_plane.mean()
+    planes = planes.astype("float32")
+    return (per_plane * planes).sum() / paddle.clip(planes.sum(), min=1.0)
+
+
+def dense_span_loss(logits: paddle.Tensor, labels: paddle.Tensor, mask: paddle.Tensor,
+                    planes: Optional[paddle.Tensor] = None) -> paddle.Tensor:
+    """``logits`` (masked) and ``labels`` ``[batch, types, L, L]``; ``mask`` broadcastable to them (bool);
+    ``planes``: see ``plane_mean``."""
     logits = logits.astype("float32")
     labelled = labels.astype("bool")
     vanish = paddle.to_tensor(MASKED_LOGIT, dtype="float32")
     neg = paddle.where(labelled, vanish, logits).flatten(2)
     pos = paddle.where(labelled & mask.astype("bool"), -logits, vanish).flatten(2)
-    return (_log1p_sum_exp(neg) + _log1p_sum_exp(pos)).mean()
+    return plane_mean(_log1p_sum_exp(neg) + _log1p_sum_exp(pos), planes)
 
 
 def _gold_parts(gold: paddle.Tensor, mask: paddle.Tensor, length: int):
@@ -54,7 +68,8 @@ def count_masked_gold(gold: paddle.Tensor, mask: paddle.Tensor) -> int:
     return int((present & ~valid).astype("int64").sum())
 
 
-def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Tensor,
+                     planes: Optional[paddle.Tensor] = None) -> paddle.Tensor:
     """Same value as ``dense_span_loss`` but the labels are the gold rows only, so label memory is
     ``batch x max_gold`` instead of ``batch x types x L x L``; gold rows within an example are distinct."""
     logits = logits.astype("float32")
@@ -68,7 +83,7 @@ def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Te
     type_ids = paddle.arange(num_types, dtype="int64").reshape([1, num_types, 1])
     is_gold = (types.unsqueeze(1) == type_ids) & valid.unsqueeze(1)  # [batch, types, max_gold]
     pos = paddle.where(is_gold, -gold_scores.unsqueeze(1), paddle.to_tensor(MASKED_LOGIT, dtype="float32"))
-    return (F.softplus(negatives_lse) + _log1p_sum_exp(pos)).mean()  # softplus(lse): as _log1p_sum_exp
+    return plane_mean(F.softplus(negatives_lse) + _log1p_sum_exp(pos), planes)  # softplus(lse): as _log1p_sum_exp
 
 
 def symmetric_kl(first: paddle.Tensor, second: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:

@@ -7,7 +7,7 @@ to it (``tests/test_reference.py``).  Nothing in training or prediction calls it
 Shapes: ``hidden`` ``[batch, L, hidden]``; ``span_text`` ``[batch, L]`` bool (False on padding and
 special tokens); scores ``[batch, types, L, L]`` with cell ``(i, j)`` the span from token i to token j.
 """
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -75,10 +75,13 @@ def _masked(scores: np.ndarray, span_text, tril_mask: bool) -> np.ndarray:
     return scores + np.where(open_cells(span_text, tril_mask), 0.0, MASKED_LOGIT)
 
 
-def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray) -> float:
+def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray,
+                             planes: Optional[np.ndarray] = None) -> float:
     """Su's multilabel categorical cross-entropy, mean over (example, type):
     log(1 + sum_{negative cells} e^s) + log(1 + sum_{positive cells} e^-s), the sums over open
-    ``cells`` (``[batch, 1, L, L]`` bool) only, each log(1 + sum e^x) as logaddexp(0, logsumexp(x))."""
+    ``cells`` (``[batch, 1, L, L]`` bool) only, each log(1 + sum e^x) as logaddexp(0, logsumexp(x)).
+    With ``planes`` (``[batch, types]``, 1 where the example's file annotates the type), the mean is
+    over the annotated pairs alone."""
     def log1p_sum_exp(values: np.ndarray) -> float:
         if values.size == 0:
             return 0.0
@@ -88,6 +91,8 @@ def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.n
     total = []
     for b in range(scores.shape[0]):
         for t in range(scores.shape[1]):
+            if planes is not None and not planes[b, t]:
+                continue
             open_ = cells[b, 0]
             s = scores[b, t][open_].astype(np.float64)
             y = labels[b, t][open_].astype(bool)
@@ -95,14 +100,17 @@ def multilabel_cross_entropy(scores: np.ndarray, labels: np.ndarray, cells: np.n
     return float(np.mean(total))
 
 
-def multilabel_cross_entropy_gradient(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray) -> np.ndarray:
+def multilabel_cross_entropy_gradient(scores: np.ndarray, labels: np.ndarray, cells: np.ndarray,
+                                      planes: Optional[np.ndarray] = None) -> np.ndarray:
     """d loss / d scores of ``multilabel_cross_entropy``: on a negative cell e^s / (1 + sum_neg e^s),
     on a positive one -e^-s / (1 + sum_pos e^-s), each divided by the number of (example, type)
-    pairs; 0 on closed cells."""
+    pairs (annotated ones, with ``planes``); 0 on closed cells and on pairs not annotated."""
     grad = np.zeros(scores.shape, dtype=np.float64)
-    pairs = scores.shape[0] * scores.shape[1]
+    pairs = scores.shape[0] * scores.shape[1] if planes is None else max(int(np.count_nonzero(planes)), 1)
     for b in range(scores.shape[0]):
         for t in range(scores.shape[1]):
+            if planes is not None and not planes[b, t]:
+                continue
             s = scores[b, t].astype(np.float64)
             negative = cells[b, 0] & ~labels[b, t].astype(bool)
             positive = cells[b, 0] & labels[b, t].astype(bool)

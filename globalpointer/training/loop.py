@@ -7,19 +7,23 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
 
+import numpy as np
 import paddle
 from tqdm import tqdm
 
 from ..checkpoint import TrainedFor, resolve_checkpoint
 from ..config import RunConfig, require_files
-from ..corpus import featurizer_for, infer_labels, load_records, resolve_tokenization
+from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
+from ..data.sources import annotated_planes, check_declared, source_paths, sources_name
+from ..errors import ConfigError
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
 from ..files import RunLock
 from ..inference.extractor import Extractor
 from ..model.encoders import check_position_limit, load_encoder, position_limit
+from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, overlapping
@@ -41,7 +45,8 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_netwo
     was read from (an input the run must not overwrite).  One process at a time writes a run
     directory (``RunLock``)."""
     require_files(config, ["train"])
-    check_run_directory(config.output_dir, [config_file, config.data.train, config.data.dev, config.data.test,
+    check_run_directory(config.output_dir, [config_file, *(path for key in ("train", "dev", "test")
+                                                           for path in source_paths(getattr(config.data, key))),
                                             config.model.encoder])
     check_no_run(config.output_dir, resume, overwrite)
     writes = launch_position()[0] == 0  # data parallel: only rank 0 writes
@@ -69,6 +74,7 @@ class Training:
     progress: Progress
     extractor: Extractor
     steps_per_epoch: int
+    planes: Optional[np.ndarray]  # the types each training record annotates (data/sources.py); None: all
 
 
 def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, resume_anyway: bool) -> dict:
@@ -98,8 +104,15 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     """Records -> windows; the network, its optimizer and where the run starts (``resume``)."""
     runtime = setup_runtime(config.device, config.cpu_threads)
     data, train = config.data, config.train
-    train_records = load_records(data.train, **data.reading)
-    labels = infer_labels(train_records, data.labels, data.train)
+    train_records = load_sources(data.train, data.reading)
+    labels = infer_labels(train_records, data.labels, sources_name(data.train, "data.train"))
+    for key in ("train", "dev", "test"):
+        check_declared(getattr(data, key), labels, f"data.{key}")
+    planes = annotated_planes(train_records, labels)
+    if planes is not None and not HEADS[config.model.head].span_scores:
+        raise ConfigError(f"model.head={config.model.head} learns every type at every token, so it cannot leave out "
+                          f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
+                          f"or give the files as plain paths")
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
     test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
     seed_everything(train.seed)  # the 'tiny' test encoder is random
@@ -128,7 +141,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
-                    optimizer, stepper, run, progress, extractor, steps_per_epoch)
+                    optimizer, stepper, run, progress, extractor, steps_per_epoch, planes)
 
 
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
@@ -171,7 +184,7 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
     """One update from its micro-batches; their losses."""
     progress, losses = state.progress, []
     for micro, window_ids in enumerate(step_batches):
-        batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id)
+        batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id, state.planes)
         loss, dropped = state.stepper.micro_batch(batch, progress.global_step, micro, len(step_batches))
         losses.append(loss)
         progress.dropped_gold += dropped

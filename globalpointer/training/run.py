@@ -131,7 +131,12 @@ RESUME_MAY_CHANGE = {"data.dev", "data.test", *(f"model.{key}" for key in DECODI
 
 def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
     # paths compared as absolute: a run of an earlier version saved them as written, relative to where it ran
-    before, after = ({key: os.path.abspath(value) if key in PATH_KEYS and value else value
+    def absolute(value):
+        if isinstance(value, list):  # data entries
+            return [{**entry, "path": os.path.abspath(entry["path"])} for entry in value]
+        return os.path.abspath(value) if value else value
+
+    before, after = ({key: absolute(value) if key in PATH_KEYS else value
                       for key, value in flatten_config(config).items()} for config in (saved, new))
     return [f"{key} was {before[key]!r}, now {after.get(key)!r}" for key in before
             if not {key, key.split(".")[0]} & RESUME_MAY_CHANGE and before[key] != after.get(key)]
