@@ -116,8 +116,11 @@ def _train(argv, prog):
                       help="replace the run in OUTPUT_DIR (without it, a directory holding a run is an error)")
     parser.add_argument("--resume-anyway", action="store_true",
                         help="with --resume: continue although the config changed keys that shape training")
+    parser.add_argument("--init-from", metavar="MODEL_DIR",
+                        help="same as --set train.init_from=...: start from a trained model, adding the new types of "
+                             "data.labels")
     args = parser.parse_args(argv)
-    config = load_config(args.config, args.set)
+    config = load_config(args.config, args.set + ([f"train.init_from={args.init_from}"] if args.init_from else []))
     if args.print_config:
         sys.stdout.write(dump_config(config))
         return 0

@@ -125,6 +125,9 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
+    init_from: str = _opt("", "a trained model (RUN/best) to start from: its encoder, head weights and types, in "
+                              "their order; types of data.labels (or of the data) it lacks are added after them "
+                              "with fresh head rows; empty: start from model.encoder")
     epochs: int = _opt(3, "passes over the training data", bounds=POSITIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
     lr: float = _opt(5e-5, "peak learning rate of the encoder", bounds=NON_NEGATIVE)
@@ -406,7 +409,7 @@ def read_yaml(path: str) -> Dict[str, Any]:
 
 # The keys that name files and folders: a relative one in a config file is read from the file's folder (a
 # config works from wherever it is run); one given with --set, from the current folder, as any argument
-PATH_KEYS = ("data.train", "data.dev", "data.test", "output_dir")
+PATH_KEYS = ("data.train", "data.dev", "data.test", "train.init_from", "output_dir")
 PATH_RULE = "a relative path in a config file is read from that file's folder; with --set, from the current folder"
 
 

@@ -121,3 +121,57 @@ def test_token_taggers_refuse_entries_that_declare_types(tmp_path, capsys):
         "model": {"encoder": "tiny", "head": "softmax_tagger"}, "output_dir": str(tmp_path / "run")})
     assert train_main(["--config", config]) == 2
     assert "softmax_tagger learns every type at every token" in capsys.readouterr().err
+
+
+def trained_without_org(tmp_path):
+    """A tiny model trained on LOC and PER (the synthetic task's ORG entities left out); its best/."""
+    records = [{**r, "entities": [e for e in r["entities"] if e["type"] != "ORG"]} for r in make_records(240, 1)]
+    config = write_yaml(tmp_path / "first.yaml", {
+        "data": {"train": write_jsonl(tmp_path / "no-org.jsonl", records), "max_length": 24, "window_overlap": 8},
+        "model": {"encoder": "tiny", "head_size": 16},
+        "train": {"epochs": 2, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
+        "device": "cpu", "output_dir": str(tmp_path / "first")})
+    assert train_main(["--config", config]) == 0
+    return tmp_path / "first" / "best"
+
+
+def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_path):
+    from globalpointer.checkpoint import load_checkpoint
+    from globalpointer.data.batching import collate
+    from globalpointer.model.network import build_network, model_inputs
+    from globalpointer.training.loop import prepare
+
+    first = trained_without_org(tmp_path)
+    orgs = [{**r, "entities": [e for e in r["entities"] if e["type"] == "ORG"]} for r in make_records(120, 3)]
+    config = load_config(write_yaml(tmp_path / "second.yaml", {
+        "data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
+                 "max_length": 24, "window_overlap": 8},
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"init_from": str(first), "seed": 3},
+        "device": "cpu", "output_dir": str(tmp_path / "second")}))
+    state = prepare(config, False, build_network, False, False)
+    assert state.labels == ["LOC", "PER", "ORG"]  # the trained types keep their places
+    old = load_checkpoint(str(first)).network
+    state.network.eval()
+    batch = model_inputs(collate(state.windows[:8], state.featurizer.pad_id))
+    with paddle.no_grad():
+        before, after = old(**batch).numpy(), state.network(**batch).numpy()
+    np.testing.assert_array_equal(after[:, :2], before)  # bit for bit, until trained
+    assert np.abs(after[:, 2]).max() > 0  # the new type's rows are its own, freshly initialised
+    assert state.planes is not None and state.planes[:, :2].sum() == 0  # the ORG file teaches nothing of LOC, PER
+
+
+def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
+    first = trained_without_org(tmp_path)
+    orgs = [{**r, "entities": [e for e in r["entities"] if e["type"] == "ORG"]} for r in make_records(120, 3)]
+    tree = {"data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
+                     "max_length": 24, "window_overlap": 8},
+            "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1, "batch_size": 16},
+            "device": "cpu", "output_dir": str(tmp_path / "second")}
+    config = write_yaml(tmp_path / "second.yaml", tree)
+    assert train_main(["--config", config, "--init-from", str(first)]) == 0
+    assert json.load(open(tmp_path / "second" / "best" / "labels.json")) == ["LOC", "PER", "ORG"]
+    capsys.readouterr()
+    assert train_main(["--config", config, "--init-from", str(first), "--overwrite", "--set",
+                       "model.head=efficient_global_pointer"]) == 2
+    assert "was trained with model.head=global_pointer, the config says efficient_global_pointer" in \
+        capsys.readouterr().err

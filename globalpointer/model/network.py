@@ -87,3 +87,24 @@ def load_network(directory: str, settings, num_types: int, tokenizer) -> Tuple[S
     load_weights(network, directory)
     network.eval()
     return network, encoder
+
+
+def start_from(network: nn.Layer, trained: nn.Layer) -> None:
+    """``network``'s weights set from ``trained``'s, a network of the same encoder and head trained for
+    the first of its types: a weight of the same shape is copied whole, and a head weight whose last
+    axis grew with the types gets the trained part in its leading entries (both span heads lay their
+    outputs out type by type along that axis), so the trained types score exactly as before and the
+    new types keep their fresh initialisation."""
+    state = network.state_dict()
+    for name, value in trained.state_dict().items():
+        target = state[name]
+        if list(value.shape) == list(target.shape):
+            target.set_value(value)
+        elif len(value.shape) == len(target.shape) and list(value.shape[:-1]) == list(target.shape[:-1]) \
+                and value.shape[-1] < target.shape[-1] and name.startswith("head."):
+            grown = target.numpy()
+            grown[..., :value.shape[-1]] = value.numpy()
+            target.set_value(grown)
+        else:
+            raise CheckpointError(f"{name}: shape {list(value.shape)} in the trained model, {list(target.shape)} "
+                                  f"here; start from a model of the same encoder and head")

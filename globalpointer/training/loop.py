@@ -11,7 +11,7 @@ import numpy as np
 import paddle
 from tqdm import tqdm
 
-from ..checkpoint import TrainedFor, resolve_checkpoint
+from ..checkpoint import LoadedModel, TrainedFor, load_checkpoint, resolve_checkpoint
 from ..config import RunConfig, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
@@ -22,9 +22,9 @@ from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
 from ..files import RunLock
 from ..inference.extractor import Extractor
-from ..model.encoders import check_position_limit, load_encoder, position_limit
+from ..model.encoders import Encoder, check_position_limit, load_encoder, position_limit
 from ..model.heads import HEADS, span_head_names
-from ..model.network import build_network, load_weights
+from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, overlapping
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
@@ -106,6 +106,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     data, train = config.data, config.train
     train_records = load_sources(data.train, data.reading)
     labels = infer_labels(train_records, data.labels, sources_name(data.train, "data.train"))
+    encoder, start, labels = starting_point(config, labels)
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
     planes = annotated_planes(train_records, labels)
@@ -115,11 +116,10 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                           f"or give the files as plain paths")
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
     test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
-    seed_everything(train.seed)  # the 'tiny' test encoder is random
-    encoder = load_encoder(config.model.encoder)
     check_position_limit(config, position_limit(encoder.model))
-    featurizer = featurizer_for(encoder.tokenizer, resolve_tokenization(data.tokenization, encoder.tokenizer),
-                                data.max_length, data.window_overlap)
+    tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
+                                                                                      encoder.tokenizer)
+    featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
     # the config stays as written, "auto" and all
     trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records))
     if config.model.decode == "auto":
@@ -130,6 +130,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     # model), and the head's initialisation must not depend on whether the cache was warm.
     seed_everything(train.seed)
     network = build(config.model, encoder, len(labels))
+    if start is not None:
+        start_from(network, start.network)
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * train.epochs)
@@ -142,6 +144,25 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
                     optimizer, stepper, run, progress, extractor, steps_per_epoch, planes)
+
+
+def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optional[LoadedModel], List[str]]:
+    """The encoder a run starts from, the trained model it starts from (``train.init_from``, else
+    None) and its types: the trained model's, in their order, then those of ``labels`` it lacks."""
+    if not config.train.init_from:
+        seed_everything(config.train.seed)  # the 'tiny' test encoder is random
+        return load_encoder(config.model.encoder), None, labels
+    start = load_checkpoint(config.train.init_from)
+    for key in ("head", "head_size", "rope", "tril_mask"):
+        if getattr(start.config.model, key) != getattr(config.model, key):
+            raise ConfigError(f"train.init_from: {start.directory} was trained with model.{key}="
+                              f"{getattr(start.config.model, key)}, the config says {getattr(config.model, key)}; "
+                              f"set model.{key} to the trained model's")
+    known = start.trained_for.labels
+    added = [label for label in labels if label not in known]
+    log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
+             ", ".join(added) or "none")
+    return start.encoder, start, known + added
 
 
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:

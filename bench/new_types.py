@@ -1,0 +1,67 @@
+"""New types without forgetting (docs/results.md, "Adding types to a trained model").
+
+    python bench/new_types.py --out runs/new-types [--new game,book] [--set train.epochs=3]
+
+On the quickstart's texts and settings: a model trained on every type but ``--new`` (``base``), then
+``train --init-from`` it with the same texts declared for the new types only (``new only``), and with
+them plus the base's training file declared for the old types (``new + old``).  The quickstart's own
+config trains all the types together (``all together``).  Prints dev F1 of the old types (micro over
+them) and of each new type, for every run.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from partial_types import cluener_lines, write  # noqa: E402  (the same reading of the sample files)
+
+LABELS = ["address", "book", "company", "game", "government", "movie", "name", "organization", "position", "scene"]
+
+
+def train(run, overrides, extra=()):
+    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+               "--set", f"output_dir={run}", "--overwrite", *extra]
+    for item in overrides:
+        command += ["--set", item]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.load(open(os.path.join(run, "dev_report.json")))
+
+
+def old_types_f1(report, old):
+    rows = [report["per_type"][t] for t in old]
+    correct, predicted, support = (sum(r[k] for r in rows) for k in ("correct", "predicted", "support"))
+    precision, recall = correct / max(predicted, 1), correct / max(support, 1)
+    return 200 * precision * recall / max(precision + recall, 1e-12)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/new-types")
+    parser.add_argument("--new", default="game,book")
+    parser.add_argument("--set", action="append", default=[])
+    args = parser.parse_args()
+    new = args.new.split(",")
+    old = [t for t in LABELS if t not in new]
+    os.makedirs(args.out, exist_ok=True)
+    sample = os.path.join(ROOT, "data", "cluener-sample")
+    old_file = write(os.path.join(args.out, "train-old.json"), cluener_lines(os.path.join(sample, "train.json"), set(old)))
+    new_file = write(os.path.join(args.out, "train-new.json"), cluener_lines(os.path.join(sample, "train.json"), set(new)))
+    base = os.path.join(args.out, "base")
+    reports = {"base": train(base, [f"data.train={old_file}", f"data.labels={json.dumps(old)}", *args.set])}
+    new_entry = {"path": new_file, "types": new}
+    for row, entries in (("new only", [new_entry]), ("new + old", [new_entry, {"path": old_file, "types": old}])):
+        reports[row] = train(os.path.join(args.out, row.replace(" ", "").replace("+", "-")),
+                             [f"data.train={json.dumps(entries)}", f"data.labels={json.dumps(LABELS)}", *args.set],
+                             ["--init-from", os.path.join(base, "best")])
+    reports["all together"] = train(os.path.join(args.out, "all"), args.set)
+    print(f"| run | old types ({len(old)}) | " + " | ".join(new) + " |\n|---|---|" + "---|" * len(new))
+    for row, report in reports.items():
+        cells = [f"{report['per_type'][t]['f1'] * 100:.2f}" if t in report["per_type"] else "-" for t in new]
+        print(f"| {row} | {old_types_f1(report, old):.2f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
