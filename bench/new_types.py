@@ -2,7 +2,8 @@
 
     python bench/new_types.py --out runs/new-types [--new game,book] [--set train.epochs=3]
 
-On the quickstart's texts and settings: a model trained on every type but ``--new`` (``base``), then
+On the quickstart's texts and settings: a model trained on every type but ``--new`` (``base``, scored
+on the dev texts with the new types' entities left out), then
 ``train --init-from`` it with the same texts declared for the new types only (``new only``), and with
 them plus the base's training file declared for the old types (``new + old``).  The quickstart's own
 config trains all the types together (``all together``).  Prints dev F1 of the old types (micro over
@@ -49,8 +50,10 @@ def main():
     sample = os.path.join(ROOT, "data", "cluener-sample")
     old_file = write(os.path.join(args.out, "train-old.json"), cluener_lines(os.path.join(sample, "train.json"), set(old)))
     new_file = write(os.path.join(args.out, "train-new.json"), cluener_lines(os.path.join(sample, "train.json"), set(new)))
+    old_dev = write(os.path.join(args.out, "dev-old.json"), cluener_lines(os.path.join(sample, "dev.json"), set(old)))
     base = os.path.join(args.out, "base")
-    reports = {"base": train(base, [f"data.train={old_file}", f"data.labels={json.dumps(old)}", *args.set])}
+    reports = {"base": train(base, [f"data.train={old_file}", f"data.dev={old_dev}", f"data.labels={json.dumps(old)}",
+                                    *args.set])}
     new_entry = {"path": new_file, "types": new}
     for row, entries in (("new only", [new_entry]), ("new + old", [new_entry, {"path": old_file, "types": old}])):
         reports[row] = train(os.path.join(args.out, row.replace(" ", "").replace("+", "-")),
