@@ -24,7 +24,7 @@ import paddle
 
 from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
 from globalpointer.inference.extractor import Extractor
-from globalpointer.model.backends import int8_engines, openvino_available
+from globalpointer.model.backends import int8_backends, openvino_available
 from globalpointer.training.step import build_optimizer
 from peer import Peer
 
@@ -97,7 +97,7 @@ def main():
     if openvino_available():
         extractors["ours, OpenVINO float32"] = globalpointer.load(args.export, backend="openvino",
                                                                   window_batch_size=args.batch_size).extractor
-    for backend in int8_engines(args.export):
+    for backend in int8_backends(args.export):
         if backend == "onnxruntime" or openvino_available():
             name = "ONNX Runtime" if backend == "onnxruntime" else "OpenVINO"
             extractors[f"ours, {name} INT8"] = globalpointer.load(args.export, backend=backend,

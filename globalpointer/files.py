@@ -307,7 +307,7 @@ class RunLock:
                             f"to finish, or train into another output_dir (--set output_dir=...)") from None
         self.handle.seek(0)
         self.handle.truncate()
-        self.handle.write(f"train.py (pid {os.getpid()})\n")
+        self.handle.write(f"a training run (pid {os.getpid()})\n")
         self.handle.flush()
         return self
 

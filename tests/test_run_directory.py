@@ -29,7 +29,7 @@ def test_a_second_training_into_a_run_being_written_is_refused(tmp_path, capsys)
     run.mkdir()
     with RunLock(str(run)):  # what the first train.py holds while it runs
         assert train_main(["--config", config]) == 2
-        assert f"is being written by train.py (pid {os.getpid()})" in capsys.readouterr().err
+        assert f"is being written by a training run (pid {os.getpid()})" in capsys.readouterr().err
         assert os.listdir(run) == [".lock"]
     assert train_main(["--config", config]) == 0  # released: the next run may write
 

@@ -6,7 +6,6 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from ..errors import DataError
 from ..spans import TokenSpan
 
-CONTINUE = {"I", "M"}
 END = {"E"}
 SINGLE = {"S"}
 

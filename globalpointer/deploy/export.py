@@ -28,7 +28,7 @@ from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
-from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_engines,
+from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
 from ..runtime import launch_position
@@ -298,7 +298,7 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
 
     row, float32 = run("float32", "onnxruntime")
     rows = [row]
-    for engine in int8_engines(directory):
+    for engine in int8_backends(directory):
         row, found = run("int8", engine)
         same = sum([e.key for e in a] == [e.key for e in b] for a, b in zip(float32, found))
         rows.append({**row, "texts_with_identical_entities": f"{same} of {len(found)}"})

@@ -302,7 +302,7 @@ def model_files(backend: str, precision: str) -> List[str]:
     return list(BACKENDS[backend].files.get(precision, ()))
 
 
-def int8_engines(directory: str) -> List[str]:
+def int8_backends(directory: str) -> List[str]:
     """The backends that have an INT8 model in the export ``directory``, in the table's order (the one
     ``auto`` prefers first)."""
     return [name for name, backend in BACKENDS.items() if "int8" in backend.files
