@@ -4,8 +4,9 @@
 
 On the quickstart's texts and settings: a model trained on every type but ``--new`` (``base``, scored
 on the dev texts with the new types' entities left out), then
-``train --init-from`` it with the same texts declared for the new types only (``new only``), and with
-them plus the base's training file declared for the old types (``new + old``).  The quickstart's own
+``train --init-from`` it with the same texts declared for the new types only (``new only``; and with
+the encoder frozen, ``train.lr=0``, so that only the head learns), and with them plus the base's
+training file declared for the old types (``new + old``).  The quickstart's own
 config trains all the types together (``all together``).  Prints dev F1 of the old types (micro over
 them) and of each new type, for every run.
 """
@@ -55,10 +56,12 @@ def main():
     reports = {"base": train(base, [f"data.train={old_file}", f"data.dev={old_dev}", f"data.labels={json.dumps(old)}",
                                     *args.set])}
     new_entry = {"path": new_file, "types": new}
-    for row, entries in (("new only", [new_entry]), ("new + old", [new_entry, {"path": old_file, "types": old}])):
-        reports[row] = train(os.path.join(args.out, row.replace(" ", "").replace("+", "-")),
-                             [f"data.train={json.dumps(entries)}", f"data.labels={json.dumps(LABELS)}", *args.set],
-                             ["--init-from", os.path.join(base, "best")])
+    rows = (("new only", [new_entry], []), ("new only, encoder frozen", [new_entry], ["train.lr=0"]),
+            ("new + old", [new_entry, {"path": old_file, "types": old}], []))
+    for number, (row, entries, settings) in enumerate(rows):
+        reports[row] = train(os.path.join(args.out, f"init-{number}"),
+                             [f"data.train={json.dumps(entries)}", f"data.labels={json.dumps(LABELS)}", *settings,
+                              *args.set], ["--init-from", os.path.join(base, "best")])
     reports["all together"] = train(os.path.join(args.out, "all"), args.set)
     print(f"| run | old types ({len(old)}) | " + " | ".join(new) + " |\n|---|---|" + "---|" * len(new))
     for row, report in reports.items():
