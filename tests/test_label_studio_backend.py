@@ -358,3 +358,32 @@ def test_predict_has_the_services_bounds(trained, tmp_path):
             assert answer.status_code == 413 and message in answer.json()["detail"]
         answer = client.post("/predict", json={"tasks": [], "label_config": INTERFACE})
         assert answer.status_code == 200 and answer.json()["results"] == []
+
+
+@pytest.mark.slow
+def test_a_round_keeps_the_base_configs_data_entries(trained, tmp_path):
+    """A base config whose files declare their types: the round trains on those entries as they are,
+    plus the project's annotations as one more entry (every type), not on one merged plain file."""
+    import yaml
+    from fastapi.testclient import TestClient
+    from synthetic import make_records, tiny_config, write_jsonl
+
+    model = str(trained / "run" / "best")
+    per = write_jsonl(tmp_path / "per.jsonl", [{**r, "entities": [e for e in r["entities"] if e["type"] == "PER"]}
+                                               for r in make_records(60, 4)])
+    base = tiny_config(tmp_path, train__epochs=1, data__train=[{"path": per, "types": ["PER"]}],
+                       data__labels=["LOC", "ORG", "PER"])
+    label_studio = FakeLabelStudio(annotated_tasks(trained, 12), "secret-token")
+    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), base, label_studio.url,
+                     "secret-token")
+    with TestClient(app) as client:
+        project = {"id": 7, "label_config": labeling_config(["LOC", "ORG", "PER"])}
+        assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
+        assert app.state.trainer.wait_idle(300)
+        assert client.get("/health").json()["last_round"]["state"] == "served"
+    round_dir = tmp_path / "rounds" / "round-001"
+    entries = yaml.safe_load((round_dir / "config.yaml").read_text(encoding="utf-8"))["data"]["train"]
+    assert entries == [{"path": per, "format": "auto", "types": ["PER"]},
+                       {"path": str(round_dir / "train.jsonl"), "format": "jsonl"}]
+    assert sum(1 for _ in open(round_dir / "train.jsonl")) == 12  # the project's texts alone
+    label_studio.shutdown()

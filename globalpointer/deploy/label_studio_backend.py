@@ -304,8 +304,8 @@ class Trainer:
             settings.append(f"data.dev={os.path.join(directory, 'dev.jsonl')}")
         config_path = os.path.join(directory, "config.yaml")
         atomic_write_text(config_path, dump_config(load_config(self.base_config, settings)))
-        log.info("training round %s: %d annotated texts and %d of the base config; log in %s/train.log",
-                 directory, len(annotated), len(train), directory)
+        log.info("training round %s: %d annotated texts and the base config's training data; log in %s/train.log",
+                 directory, len(annotated), directory)
         with open(os.path.join(directory, "train.log"), "w", encoding="utf-8") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "globalpointer", "train", "--config", config_path],
                                             stdout=out, stderr=subprocess.STDOUT)
