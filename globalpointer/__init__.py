@@ -20,10 +20,10 @@ _warnings.filterwarnings("ignore", message="Tensor do not have 'place' interface
 # logging.getLogger("globalpointer").setLevel("INFO").
 _logging.getLogger("globalpointer").setLevel(_logging.WARNING)
 
-# Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (mathlib.py says why).
-from . import mathlib as _mathlib  # noqa: E402
+# Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (cpu_math.py says why).
+from . import cpu_math as _cpu_math  # noqa: E402
 
-MATH_LIBRARY = _mathlib.CHOSEN = _mathlib.configure_mkl()
+MATH_LIBRARY = _cpu_math.CHOSEN = _cpu_math.configure_mkl()
 
 
 def load(model: str, overrides: _Optional[_Sequence[str]] = None, backend: _Optional[str] = None,

@@ -7,7 +7,7 @@ from typing import NamedTuple, Tuple
 
 import numpy as np
 
-from . import mathlib
+from . import cpu_math
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
         # `import paddle` pins OMP_NUM_THREADS to 1 when it is unset: one core of two would idle.
         threads = cpu_thread_count(cpu_threads, world_size)
         paddle.base.core.set_num_threads(threads)
-        log.info("%s; %d thread(s); %s", mathlib.CHOSEN, threads, mathlib.flush_denormals())
+        log.info("%s; %d thread(s); %s", cpu_math.CHOSEN, threads, cpu_math.flush_denormals())
     if world_size > 1:
         paddle.distributed.init_parallel_env()
     return Runtime(chosen, rank, world_size)

@@ -33,7 +33,7 @@ def test_step_seeds_differ_per_step_and_repeat():
 
 
 def test_mkl_takes_its_avx2_path_only_on_non_intel_cpus_with_avx2():
-    from globalpointer.mathlib import CpuInfo, choose_mkl_cpu_type, configure_mkl
+    from globalpointer.cpu_math import CpuInfo, choose_mkl_cpu_type, configure_mkl
 
     amd = CpuInfo("AuthenticAMD", "AMD EPYC", {"avx", "avx2", "fma"})
     assert choose_mkl_cpu_type(amd, {}).value == "5"
@@ -55,7 +55,7 @@ def test_mkl_takes_its_avx2_path_only_on_non_intel_cpus_with_avx2():
 
 
 def test_cpu_info_is_read_from_the_first_processor(tmp_path):
-    from globalpointer.mathlib import read_cpu_info
+    from globalpointer.cpu_math import read_cpu_info
 
     path = tmp_path / "cpuinfo"
     path.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14\n"
@@ -71,7 +71,7 @@ def test_import_sets_the_mkl_path_before_paddle_runs():
     import subprocess
     import sys
 
-    from globalpointer.mathlib import choose_mkl_cpu_type, read_cpu_info
+    from globalpointer.cpu_math import choose_mkl_cpu_type, read_cpu_info
 
     environ = {k: v for k, v in os.environ.items() if k not in ("MKL_DEBUG_CPU_TYPE", "GLOBALPOINTER_MKL_DISPATCH")}
     code = "import os, globalpointer; print(os.environ.get('MKL_DEBUG_CPU_TYPE'))"
