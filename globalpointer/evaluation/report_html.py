@@ -7,9 +7,10 @@ entity boundary; under each segment, one lane per level of nesting shows the ent
 in their type's colour, so nested and crossing entities stack instead of hiding each other.
 """
 import html
+import itertools
 import logging
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..files import atomic_write_text
 from ..spans import Entity, Record
@@ -92,18 +93,34 @@ def _title(judgement: Judgement, text: str) -> str:
     return words
 
 
-def _tag(judgement: Judgement, predictions_drawn: bool) -> str:
-    """The label under the first segment of an entity, as plain text: its type, a mark on an error,
-    and for a wrong type the gold type it should have been (readable without hovering)."""
-    if judgement.gold and judgement.kind == "correct" and predictions_drawn:
-        return ""  # the prediction under it carries the same label
-    words = judgement.entity.type
-    if judgement.kind == "wrong_type" and judgement.partner is not None:
-        words += f" (gold {judgement.partner.type})"
-    return words + ("" if judgement.kind == "correct" else MARK)
+class Label(NamedTuple):
+    """What is written under the first segment of an entity."""
+    words: str  # its type, and for a wrong type the gold type it should have been
+    error: bool  # marked as an error
+
+    @property
+    def text(self) -> str:
+        return self.words + (MARK if self.error else "")
+
+    def html(self) -> str:
+        mark = f"<span class=mark>{MARK}</span>" if self.error else ""
+        return f'<span class="l">{html.escape(self.words)}{mark}</span>'
 
 
 MARK = " ✗"
+
+
+def _label(judgement: Judgement, predictions_drawn: bool) -> Optional[Label]:
+    """The label of an entity, readable without hovering; None for a correct gold entity whose
+    prediction under it carries the same label."""
+    if judgement.gold and judgement.kind == "correct" and predictions_drawn:
+        return None
+    words = judgement.entity.type
+    if judgement.kind == "wrong_type" and judgement.partner is not None:
+        words += f" (gold {judgement.partner.type})"
+    return Label(words, judgement.kind != "correct")
+
+
 # Widths in ems, for placing labels without measuring them.  Each errs towards labels wider and text
 # narrower than drawn, so two labels placed apart never touch: Chromium without a CJK font draws Chinese
 # at 0.6 em (with one, 1 em), and the labels' lower-case at about 0.65 em.
@@ -112,33 +129,27 @@ TEXT_EM = {"wide": 0.55, "narrow": 0.45}
 TAG_EM = {"wide": 1.0, "narrow": 0.75}
 
 
-def _width(text: str, size: float, ems: Dict[str, float]) -> float:
-    return sum(size * ems["wide" if unicodedata.east_asian_width(c) in "WF" else "narrow"] for c in text)
+def _widths(text: str, size: float, ems: Dict[str, float]) -> List[float]:
+    return [size * ems["wide" if unicodedata.east_asian_width(c) in "WF" else "narrow"] for c in text]
 
 
-def label_rows(text: str, lane: Sequence[Entity], labels: Dict[Entity, str]) -> Tuple[Dict[Entity, int], int]:
+def label_rows(lefts: Sequence[float], lane: Sequence[Entity],
+               labels: Dict[Entity, Optional[Label]]) -> Tuple[Dict[Entity, int], int]:
     """The row under ``lane`` each label goes in, and how many rows: a label runs on to the right of
     its entity's first segment without widening it (the text stays together), so a label that would
-    reach the next label of its row goes one row down."""
+    reach the next label of its row goes one row down.  ``lefts``: where each character of the text
+    starts, in pixels."""
     row_ends: List[float] = []
     row_of: Dict[Entity, int] = {}
     for entity in sorted(lane, key=lambda e: e.start):
-        if not labels.get(entity):
+        if labels.get(entity) is None:
             continue
-        left = _width(text[:entity.start], TEXT_PX, TEXT_EM)
-        right = left + _width(labels[entity], TAG_PX, TAG_EM) + 4
+        left = lefts[entity.start]
+        right = left + sum(_widths(labels[entity].text, TAG_PX, TAG_EM)) + 4
         row = next((number for number, end in enumerate(row_ends) if end <= left), len(row_ends))
         row_ends[row:row + 1] = [right]
         row_of[entity] = row
     return row_of, max(1, len(row_ends))
-
-
-def _tag_html(words: str) -> str:
-    if not words:
-        return ""
-    plain = words[:-len(MARK)] if words.endswith(MARK) else words
-    mark = "<span class=mark>" + MARK + "</span>" if words.endswith(MARK) else ""
-    return f'<span class="l">{html.escape(plain)}{mark}</span>'
 
 
 def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dict[str, str], source: str = "") -> str:
@@ -147,11 +158,12 @@ def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dic
     groups = [[j for j in judged if j.gold], [j for j in judged if not j.gold]]
     kind_of = {(j.gold, j.entity): j for j in judged}
     lane_sets = [lanes([j.entity for j in group]) for group in groups]
+    lefts = list(itertools.accumulate(_widths(text, TEXT_PX, TEXT_EM), initial=0.0))
     placed = {}
     for gold, lane_set in zip((True, False), lane_sets):
         for lane in lane_set:
-            words = {e: _tag(kind_of[(gold, e)], bool(lane_sets[1])) for e in lane}
-            placed[(gold, id(lane))] = (words, *label_rows(text, lane, words))
+            labels = {e: _label(kind_of[(gold, e)], bool(lane_sets[1])) for e in lane}
+            placed[(gold, id(lane))] = (labels, *label_rows(lefts, lane, labels))
     cells = []
     for start, end in _cuts(text, [j.entity for j in judged]):
         piece = html.escape(text[start:end])
@@ -162,11 +174,11 @@ def render_text(index: int, text: str, judged: Sequence[Judgement], palette: Dic
         rows = []
         for gold, lane_set in zip((True, False), lane_sets):
             for number, lane in enumerate(lane_set):
-                words, row_of, row_count = placed[(gold, id(lane))]
+                labels, row_of, row_count = placed[(gold, id(lane))]
                 entity = next((e for e in lane if e.start < end and start < e.end), None)
                 lane_class = "lane gold" if gold else "lane sep" if number == 0 and lane_sets[0] else "lane"
                 starts_here = entity is not None and entity.start == start
-                tags = [_tag_html(words[entity]) if starts_here and row_of.get(entity) == row else ""
+                tags = [labels[entity].html() if starts_here and row_of.get(entity) == row else ""
                         for row in range(row_count)]
                 tag_rows = "".join(f'<div class="tag">{tag}</div>' for tag in tags)
                 if entity is None:
