@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import zipfile
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError, UserError
 from ..files import atomic_output
@@ -63,7 +63,7 @@ class PublicSet:
     source: str  # who publishes it, and on what terms
     url: Optional[str] = None  # None: no automatic download (see ``manual``)
     md5: Optional[str] = None  # the archive's published checksum
-    files: Tuple[SetFile, ...] = ()
+    files: Tuple[SetFile, ...] = ()  # what DIR/<set>/ holds, fetched or put there by hand
     manual: str = ""  # where to get it by hand
 
 
@@ -94,6 +94,7 @@ PUBLIC_SETS: Dict[str, PublicSet] = {
     "conll2003": PublicSet(
         "CoNLL-2003 (English; PER, LOC, ORG, MISC)",
         "built from the Reuters RCV1 corpus, which NIST distributes under an agreement",
+        files=(SetFile("train.txt", "train.txt"), SetFile("valid.txt", "valid.txt"), SetFile("test.txt", "test.txt")),
         manual="sign the Reuters corpus agreement (https://trec.nist.gov/data/reuters/reuters.html), build the "
                "CoNLL-2003 files with the shared task's scripts, and put train.txt, valid.txt and test.txt in "
                "DIR/conll2003/"),
@@ -133,23 +134,29 @@ def _bounded(stream, location: str) -> bytes:
     return content
 
 
-def archive_members(location: str, content: bytes) -> Dict[str, bytes]:
-    """The regular files of a zip or tar(.gz) archive by their base names (folders and macOS's
-    ``__MACOSX`` copies left out), each read within ``MAX_ARCHIVE_BYTES``."""
+def archive_members(location: str, content: bytes, wanted: Sequence[str]) -> Tuple[Dict[str, bytes], List[str]]:
+    """The regular files of a zip or tar(.gz) archive whose base names are ``wanted``, each read within
+    ``MAX_ARCHIVE_BYTES``, and the base names of all of them (folders and macOS's ``__MACOSX`` copies
+    left out), for the message when one is missing."""
     members: Dict[str, bytes] = {}
+    names: List[str] = []
     try:
         if zipfile.is_zipfile(io.BytesIO(content)):
             with zipfile.ZipFile(io.BytesIO(content)) as archive:
                 for info in archive.infolist():
                     if not info.is_dir() and not info.filename.startswith("__MACOSX/"):
-                        with archive.open(info) as member:
-                            members[os.path.basename(info.filename)] = _bounded(member, f"{location}!{info.filename}")
-            return members
+                        names.append(os.path.basename(info.filename))
+                        if names[-1] in wanted:
+                            with archive.open(info) as member:
+                                members[names[-1]] = _bounded(member, f"{location}!{info.filename}")
+            return members, names
         with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
             for info in archive.getmembers():
                 if info.isfile():
-                    members[os.path.basename(info.name)] = _bounded(archive.extractfile(info), f"{location}!{info.name}")
-        return members
+                    names.append(os.path.basename(info.name))
+                    if names[-1] in wanted:
+                        members[names[-1]] = _bounded(archive.extractfile(info), f"{location}!{info.name}")
+        return members, names
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
         raise DataError(f"{location}: neither a zip nor a tar archive that can be read ({error}); the download "
                         f"may have been cut short: fetch it again") from None
@@ -160,12 +167,12 @@ def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -
     if chosen.md5 and hashlib.md5(content).hexdigest() != chosen.md5:
         raise DataError(f"{location}: MD5 {hashlib.md5(content).hexdigest()}, but {name}'s archive has "
                         f"{chosen.md5}: the download is damaged or not this set's; nothing was written")
-    members = archive_members(location, content)
+    members, names = archive_members(location, content, [wanted.member for wanted in chosen.files])
     files = []
     for wanted in chosen.files:
         if wanted.member not in members:
             raise DataError(f"{location}: no {wanted.member} in the archive (it holds "
-                            f"{', '.join(sorted(members)) or 'nothing'}); nothing was written")
+                            f"{', '.join(sorted(names)) or 'nothing'}); nothing was written")
         member = members[wanted.member]
         if wanted.md5 and hashlib.md5(member).hexdigest() != wanted.md5:
             raise DataError(f"{location}: {wanted.member} has MD5 {hashlib.md5(member).hexdigest()}, not the "
@@ -211,6 +218,6 @@ def describe_sets() -> str:
     rows = []
     for name, chosen in PUBLIC_SETS.items():
         how = (f"fetch: {chosen.url}" if chosen.url else "by hand: " + chosen.manual.replace("DIR/", "data/"))
-        rows.append(f"{name}: {chosen.title}\n  {chosen.source}\n  files: "
-                    f"{', '.join(f.name for f in chosen.files) or 'train.txt, valid.txt, test.txt'}\n  {how}")
+        rows.append(f"{name}: {chosen.title}\n  {chosen.source}\n  files: {', '.join(f.name for f in chosen.files)}"
+                    f"\n  {how}")
     return "\n".join(rows)
