@@ -13,23 +13,13 @@ them) and of each new type, for every run.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from partial_types import cluener_lines, write  # noqa: E402  (the same reading of the sample files)
+from partial_types import cluener_lines, train_quickstart as train, write  # noqa: E402  (the same runs)
 
 LABELS = ["address", "book", "company", "game", "government", "movie", "name", "organization", "position", "scene"]
-
-
-def train(run, overrides, extra=()):
-    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
-               "--set", f"output_dir={run}", "--overwrite", *extra]
-    for item in overrides:
-        command += ["--set", item]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return json.load(open(os.path.join(run, "dev_report.json")))
 
 
 def old_types_f1(report, old):

@@ -37,6 +37,17 @@ def write(path, lines):
     return path
 
 
+def train_quickstart(run, overrides, extra=()):
+    """``train.py`` with the quickstart's config and ``overrides`` (``--set`` items) into ``run``; its
+    dev report."""
+    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+               "--set", f"output_dir={run}", "--overwrite", *extra]
+    for item in overrides:
+        command += ["--set", item]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.load(open(os.path.join(run, "dev_report.json")))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/partial")
@@ -56,15 +67,9 @@ def main():
     scores = {row: [] for row in rows}
     for seed in args.seeds.split(","):
         for row, train in rows.items():
-            run = os.path.join(args.out, f"{row}-s{seed}")
-            command = [sys.executable, os.path.join(ROOT, "train.py"), "--config",
-                       os.path.join(ROOT, "configs", "quickstart.yaml"), "--set", f"data.train={train}",
-                       "--set", f"data.dev={dev}", "--set", f"data.labels={json.dumps(list(TYPES))}",
-                       "--set", f"train.seed={seed}", "--set", f"output_dir={run}", "--overwrite"]
-            for item in args.set:
-                command += ["--set", item]
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            report = json.load(open(os.path.join(run, "dev_report.json")))
+            report = train_quickstart(os.path.join(args.out, f"{row}-s{seed}"), [
+                f"data.train={train}", f"data.dev={dev}", f"data.labels={json.dumps(list(TYPES))}",
+                f"train.seed={seed}", *args.set])
             found = {kind: report["per_type"][kind]["f1"] * 100 for kind in TYPES}
             found["micro"] = report["micro"]["f1"] * 100
             scores[row].append(found)
