@@ -112,26 +112,32 @@ def _read_labels(directory: str) -> List[str]:
     return labels
 
 
-def read_thresholds(directory: str, labels: List[str]) -> Optional[List[float]]:
-    """The calibrated logit threshold of every label, in label order, or None without the file."""
+def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
+    """The calibrated minimum score (a probability, as ``model.min_score``) of every label, in label
+    order, or None without the file.  Older files hold logits under ``thresholds``; they are read as
+    the scores they mean."""
     path = os.path.join(directory, THRESHOLDS)
     if not os.path.isfile(path):
         return None
     fix = f"rerun globalpointer calibrate --model {directory} --data FILE, or delete the file"
     try:
         with open(path, encoding="utf-8") as handle:
-            thresholds = json.load(handle)["thresholds"]
-        values = [thresholds[label] for label in labels]
+            stored = json.load(handle)
+        key = "min_scores" if "min_scores" in stored or "thresholds" not in stored else "thresholds"
+        scores = stored[key]
+        values = [scores[label] for label in labels]
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"{path} is corrupted or not for this model's labels ({error!r}): {fix}") from None
     wrong = [f"{label}: {value!r}" for label, value in zip(labels, values)
              if isinstance(value, bool) or not isinstance(value, (int, float))]
     if wrong:
-        raise CheckpointError(f"{path}: thresholds must be JSON numbers, got {', '.join(wrong)}: {fix}")
-    values = [float(value) for value in values]
-    if not all(math.isfinite(value) for value in values) or set(thresholds) != set(labels):
-        raise CheckpointError(f"{path} needs one finite threshold for each of {', '.join(labels)}: {fix}")
-    return values
+        raise CheckpointError(f"{path}: {key} must be JSON numbers, got {', '.join(wrong)}: {fix}")
+    if key == "thresholds":  # logits
+        values = [0.5 * (1 + math.tanh(value / 2)) if math.isfinite(value) else math.nan for value in values]
+    if not all(0 < value < 1 for value in values) or set(scores) != set(labels):
+        raise CheckpointError(f"{path} needs one minimum score between 0 and 1 (exclusive) for each of "
+                              f"{', '.join(labels)}: {fix}")
+    return [float(value) for value in values]
 
 
 def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
@@ -175,7 +181,7 @@ def _read_info(directory: str) -> dict:
 
 
 # keys of model: that decide how outputs are decoded, not what the network computes
-DECODING_KEYS = ("decode", "min_score", "calibrated_thresholds")
+DECODING_KEYS = ("decode", "min_score", "use_calibration")
 COMPILED_FROM = "compiled_from"  # export.json of a compiled program: the digest of the checkpoint it came from
 
 

@@ -20,7 +20,8 @@ from .model.decode import sigmoid
 
 log = logging.getLogger(__name__)
 # an earlier name -> the key's name now: files that use the earlier one still load, with a warning
-RENAMED = {"train.eval_batch_size": "inference.batch_size"}
+RENAMED = {"train.eval_batch_size": "inference.batch_size", "model.calibrated_thresholds": "model.use_calibration",
+           "inference.compile_from": "inference.compile_from_lines"}
 MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
 
 
@@ -117,9 +118,9 @@ class ModelConfig:
     min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
                             "entity, the sigmoid of its logit) is above this; between 0 and 1",
                             bounds=Bounds(0, 1, low_included=False, high_included=False))
-    calibrated_thresholds: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
-                                       "thresholds.json (globalpointer calibrate) when it has one; "
-                                       "false: model.min_score for every type")
+    use_calibration: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
+                                 "thresholds.json (globalpointer calibrate) when it has one; "
+                                 "false: model.min_score for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
 
 
@@ -169,11 +170,12 @@ class InferenceConfig:
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
                                "window, or several short ones, inference.pack_texts)", bounds=POSITIVE)
-    compile_from: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from this "
-                                  "many input lines, a Paddle Inference program is compiled from the checkpoint (a few "
-                                  "seconds, once: it is cached by the checkpoint's content, $GLOBALPOINTER_CACHE) and "
-                                  "runs instead of the dynamic graph (2,000 CLUENER texts: 19.4 s instead of 31.2 s); a "
-                                  "cached one is used whatever the input; 0: never compile", bounds=NON_NEGATIVE)
+    compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
+                                        "this many input lines, a Paddle Inference program is compiled from the "
+                                        "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "
+                                        "$GLOBALPOINTER_CACHE) and runs instead of the dynamic graph (2,000 CLUENER "
+                                        "texts: 19.4 s instead of 31.2 s); a cached one is used whatever the input; 0: "
+                                        "never compile", bounds=NON_NEGATIVE)
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
                                   "the longest window of the call, each still read alone: fewer forward passes, less "
                                   "padding (false: a row per window)")

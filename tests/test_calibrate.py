@@ -96,7 +96,8 @@ def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_
     assert cli(["calibrate", "--model", str(model), "--data", dev]) == 0
     printed = capsys.readouterr().out
     stored = json.loads((model / "thresholds.json").read_text())
-    assert set(stored["thresholds"]) == set(json.loads((model / "labels.json").read_text()))
+    assert set(stored["min_scores"]) == set(json.loads((model / "labels.json").read_text()))
+    assert all(0 < score < 1 for score in stored["min_scores"].values())
     assert "micro" in printed and stored["micro_f1"]["after"] >= stored["micro_f1"]["before"]
 
     def evaluate(*extra):
@@ -106,10 +107,10 @@ def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_
 
     # what the search promised is what decoding with the stored thresholds gives
     assert evaluate() == pytest.approx(stored["micro_f1"]["after"], abs=1e-9)
-    assert evaluate("--set", "model.calibrated_thresholds=false") == pytest.approx(stored["micro_f1"]["before"], abs=1e-9)
+    assert evaluate("--set", "model.use_calibration=false") == pytest.approx(stored["micro_f1"]["before"], abs=1e-9)
 
     # a type whose threshold nobody reaches is never predicted
-    stored["thresholds"]["PER"] = 1e6
+    stored["min_scores"]["PER"] = 1 - 1e-12
     (model / "thresholds.json").write_text(json.dumps(stored))
     (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
     assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),
@@ -117,7 +118,14 @@ def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_
     types = {e["type"] for e in json.loads((tmp_path / "out.jsonl").read_text())["entities"]}
     assert "PER" not in types and "ORG" in types
 
-    del stored["thresholds"]["PER"]
+    # a file from before min_scores: logits under "thresholds", read as the scores they mean
+    old = {"thresholds": {label: float(np.log(score) - np.log1p(-score)) for label, score in stored["min_scores"].items()}}
+    (model / "thresholds.json").write_text(json.dumps(old))
+    assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out-old.jsonl")]) == 0
+    assert (tmp_path / "out-old.jsonl").read_text() == (tmp_path / "out.jsonl").read_text()
+
+    del stored["min_scores"]["PER"]
     (model / "thresholds.json").write_text(json.dumps(stored))
     capsys.readouterr()
     assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),

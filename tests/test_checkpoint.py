@@ -1,5 +1,6 @@
 """checkpoint.py: what a checkpoint's config.yaml records (what the model is, not how it is run)."""
 import json
+import math
 import shutil
 
 import pytest
@@ -40,16 +41,34 @@ def test_labels_json_with_a_repeated_or_empty_type(run_copy, labels, message):
         load_checkpoint(str(run_copy / "best"))
 
 
-@pytest.mark.parametrize("value", ["-1e308", True, "0.5"])
-def test_thresholds_must_be_numbers(run_copy, value):
-    from globalpointer.checkpoint import read_thresholds
+@pytest.mark.parametrize("value, message", [("-1e308", "min_scores must be JSON numbers"),
+                                            (True, "min_scores must be JSON numbers"),
+                                            (0.0, "one minimum score between 0 and 1"),
+                                            (1.0, "one minimum score between 0 and 1"),
+                                            (float("nan"), "one minimum score between 0 and 1")])
+def test_calibrated_min_scores_must_be_probabilities(run_copy, value, message):
+    from globalpointer.checkpoint import read_min_scores
 
     labels = json.loads((run_copy / "best" / "labels.json").read_text())
-    thresholds = {label: 0.0 for label in labels}
-    thresholds[labels[0]] = value
-    (run_copy / "best" / "thresholds.json").write_text(json.dumps({"thresholds": thresholds}))
-    with pytest.raises(CheckpointError, match="thresholds must be JSON numbers"):
-        read_thresholds(str(run_copy / "best"), labels)
+    scores = {label: 0.5 for label in labels}
+    scores[labels[0]] = value
+    (run_copy / "best" / "thresholds.json").write_text(json.dumps({"min_scores": scores}))
+    with pytest.raises(CheckpointError, match=message):
+        read_min_scores(str(run_copy / "best"), labels)
+
+
+def test_an_older_thresholds_file_of_logits_reads_as_the_scores_they_mean(run_copy):
+    from globalpointer.checkpoint import read_min_scores
+
+    labels = json.loads((run_copy / "best" / "labels.json").read_text())
+    logits = [(0.0, 2.0, -1.5)[index % 3] for index in range(len(labels))]
+    path = run_copy / "best" / "thresholds.json"
+    path.write_text(json.dumps({"thresholds": dict(zip(labels, logits))}))
+    assert read_min_scores(str(run_copy / "best"), labels) == pytest.approx([1 / (1 + math.exp(-x)) for x in logits],
+                                                                            rel=1e-12)
+    path.write_text(json.dumps({"thresholds": dict(zip(labels, [1e6] + logits[1:]))}))
+    with pytest.raises(CheckpointError, match="between 0 and 1"):  # no probability below 1 means it
+        read_min_scores(str(run_copy / "best"), labels)
 
 
 def test_truncated_vocabulary_is_noticed(trained, tmp_path):
@@ -159,5 +178,5 @@ def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, mo
     monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
     (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
     assert predict_main(["--model", str(checkpoint_copy), "--input", str(tmp_path / "in.txt"), "--output",
-                         str(tmp_path / "out.jsonl"), "--set", "inference.compile_from=1"]) == 0
+                         str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
     assert calls == [str(checkpoint_copy)]

@@ -16,7 +16,7 @@ def spans(rows):
 
 def predict(model, source, out, *extra):
     assert predict_main(["--model", str(model), "--input", str(source), "--output", str(out),
-                         "--set", "inference.compile_from=10", *extra]) == 0
+                         "--set", "inference.compile_from_lines=10", *extra]) == 0
     return [json.loads(line) for line in open(out, encoding="utf-8")]
 
 
@@ -29,7 +29,7 @@ def test_the_compiled_program_is_built_once_reused_and_never_stale(trained, tmp_
     few.write_text("".join(open(trained / "dev.jsonl", encoding="utf-8").readlines()[:9]), encoding="utf-8")
 
     with caplog.at_level("INFO"):
-        predict(best, few, tmp_path / "few.out")  # 9 lines < inference.compile_from: not worth a build
+        predict(best, few, tmp_path / "few.out")  # 9 lines < inference.compile_from_lines: not worth a build
         dynamic = predict(best, source, tmp_path / "dynamic.out", "--backend", "dynamic")  # asked for the graph
     assert "compiled into" not in caplog.text and not os.path.exists(tmp_path / "cache")
 

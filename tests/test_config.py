@@ -81,17 +81,21 @@ def test_every_shipped_config_loads():
         load_config(path)
 
 
-def test_a_renamed_key_still_loads_under_its_new_name(tmp_path, caplog):
-    """train.eval_batch_size became inference.batch_size: configs and checkpoints that use the
-    earlier name load, with a warning naming the new one; the new name wins when both are set."""
+@pytest.mark.parametrize("old, new, value, other", [("train.eval_batch_size", "inference.batch_size", 12, 7),
+                                                     ("model.calibrated_thresholds", "model.use_calibration", False, True),
+                                                     ("inference.compile_from", "inference.compile_from_lines", 9, 3)])
+def test_a_renamed_key_still_loads_under_its_new_name(tmp_path, caplog, old, new, value, other):
+    """Configs and checkpoints that use a key's earlier name load, with a warning naming the new
+    one; the new name wins when both are set."""
+    (section, key), (new_section, new_key) = old.split("."), new.split(".")
     path = tmp_path / "run.yaml"
-    path.write_text("train:\n  eval_batch_size: 12\n", encoding="utf-8")
+    path.write_text(yaml.safe_dump({section: {key: value}}), encoding="utf-8")
     with caplog.at_level("WARNING"):
-        assert load_config(str(path)).inference.batch_size == 12
-    assert "train.eval_batch_size is now inference.batch_size" in caplog.text and str(path) in caplog.text
-    assert load_config(str(path), ["inference.batch_size=5"]).inference.batch_size == 5
-    assert load_config(overrides=["train.eval_batch_size=7"]).inference.batch_size == 7
-    assert "eval_batch_size" not in dump_config(load_config(str(path)))
+        assert getattr(getattr(load_config(str(path)), new_section), new_key) == value
+    assert f"{old} is now {new}" in caplog.text and str(path) in caplog.text
+    assert getattr(getattr(load_config(str(path), [f"{new}={other}"]), new_section), new_key) == other
+    assert getattr(getattr(load_config(overrides=[f"{old}={other}"]), new_section), new_key) == other
+    assert f" {key}:" not in dump_config(load_config(str(path)))
 
 
 def test_model_threshold_became_min_score_a_probability(tmp_path):

@@ -33,7 +33,7 @@ def test_evaluate_and_predict(trained, tmp_path, capsys, monkeypatch):
     source.write_text("北京大学的张三在上海\n李四\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert predict_main(["--model", best, "--input", str(source), "--output", str(out),
-                         "--set", "inference.compile_from=1"]) == 0, BUILD
+                         "--set", "inference.compile_from_lines=1"]) == 0, BUILD
     assert [json.loads(line)["text"] for line in open(out, encoding="utf-8")] == ["北京大学的张三在上海", "李四"]
 
 

@@ -153,7 +153,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
 def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], lines: int) -> None:
     """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint (``model``: its
     path, or its ``checkpoint.ModelDirectory``): from
-    ``inference.compile_from`` lines on (where the build's few seconds are repaid), compile the
+    ``inference.compile_from_lines`` lines on (where the build's few seconds are repaid), compile the
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
@@ -167,8 +167,8 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
     own_config = load_config(os.path.join(checkpoint, "config.yaml"), saved=True)  # what it computes
     config = load_config(os.path.join(checkpoint, "config.yaml"),
                          list(overrides) + ([f"inference.backend={backend}"] if backend else []), saved=True)
-    if config.inference.backend != "auto" or not config.inference.compile_from \
-            or lines < config.inference.compile_from or network_settings(config) != network_settings(own_config):
+    if config.inference.backend != "auto" or not config.inference.compile_from_lines \
+            or lines < config.inference.compile_from_lines or network_settings(config) != network_settings(own_config):
         return
     entry = compiled_program(checkpoint, own_config)
     if entry is None or verified_program(entry):
@@ -182,7 +182,7 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
                     checkpoint, error)
         return
     log.info("%s: compiled into a Paddle Inference program in %.1f s, cached in %s (%d input lines >= "
-             "inference.compile_from)", checkpoint, time.perf_counter() - start, entry.directory, lines)
+             "inference.compile_from_lines)", checkpoint, time.perf_counter() - start, entry.directory, lines)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 
 For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus the logit
 of ``model.min_score``) that maximises the type's F1 on FILE, ties broken towards ``model.min_score``;
-the table shows each as the minimum score it means (its sigmoid), thresholds.json keeps the logits.
+the table and thresholds.json give each as the minimum score it means (its sigmoid, the unit of
+``model.min_score`` and of every entity's score).
 The model scores FILE once; every candidate threshold is then tried on the spans it found above the
 lowest one.  With flat decoding the types compete for characters, so the search goes over the types
 twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
@@ -60,11 +61,13 @@ def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Seq
 
 
 def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool) -> dict:
+    """F1 before and after, per type and micro; thresholds as minimum scores (probabilities)."""
     before = span_report(gold, apply_thresholds(candidates, {label: default for label in labels}, flat), labels)
     after = span_report(gold, apply_thresholds(candidates, thresholds, flat), labels)
-    return {"thresholds": thresholds, "default_threshold": default,
+    min_scores = {label: float(sigmoid(value)) for label, value in thresholds.items()}
+    return {"min_scores": min_scores, "default_min_score": float(sigmoid(default)),
             "micro_f1": {"before": before["micro"]["f1"], "after": after["micro"]["f1"]},
-            "per_type": {label: {"support": before["per_type"][label]["support"], "threshold": thresholds[label],
+            "per_type": {label: {"support": before["per_type"][label]["support"], "min_score": min_scores[label],
                                  "f1_before": before["per_type"][label]["f1"],
                                  "f1_after": after["per_type"][label]["f1"]} for label in labels}}
 
@@ -72,7 +75,7 @@ def calibration_report(candidates, gold, labels, default: float, thresholds: Dic
 def format_calibration(report: dict) -> str:
     lines = [f"{'type':<16}{'support':>9}{'min score':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
     for label, row in report["per_type"].items():
-        lines.append(f"{label:<16}{row['support']:>9}{float(sigmoid(row['threshold'])):>11.3f}"
+        lines.append(f"{label:<16}{row['support']:>9}{row['min_score']:>11.3f}"
                      f"{row['f1_before'] * 100:>11.2f}"
                      f"{row['f1_after'] * 100:>10.2f}{(row['f1_after'] - row['f1_before']) * 100:>+8.2f}")
     micro = report["micro_f1"]
@@ -102,5 +105,5 @@ def calibrate(ner, data_path: str) -> dict:
               **calibration_report(candidates, gold, labels, default, thresholds, flat)}
     atomic_write_json(path, report)
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
-             "(--set model.calibrated_thresholds=false: min score %g for every type)", path, config.model.min_score)
+             "(--set model.use_calibration=false: min score %g for every type)", path, config.model.min_score)
     return report

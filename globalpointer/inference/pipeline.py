@@ -9,7 +9,7 @@
 ``overrides=["model.min_score=0.8"]``, as ``--set`` does), sets the device, picks the backend
 (``inference.backend``) and only then builds the model.  Per-type thresholds that
 ``globalpointer calibrate`` stored in the directory are used unless
-``model.calibrated_thresholds`` is false.
+``model.use_calibration`` is false.
 """
 import difflib
 import logging
@@ -164,10 +164,10 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..checkpoint import THRESHOLDS, read_thresholds
+    from ..checkpoint import THRESHOLDS, read_min_scores
     from ..corpus import featurizer_for
     from ..model.backends import BACKENDS, Settings, choose_backend
-    from ..model.decode import score_logit, sigmoid
+    from ..model.decode import score_logit
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
 
@@ -184,11 +184,11 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         chosen = choose_backend(config.inference.backend, directory, config.inference.precision, runtime.device)
         network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
-    calibrated = read_thresholds(directory, labels) if config.model.calibrated_thresholds else None
+    calibrated = read_min_scores(directory, labels) if config.model.use_calibration else None
     if calibrated is not None:
-        threshold = calibrated
-        log.info("%s/%s: per-type minimum scores %s (model.calibrated_thresholds=false: %g for all)", directory,
-                 THRESHOLDS, ", ".join(f"{label} {sigmoid(value):.3g}" for label, value in zip(labels, calibrated)),
+        threshold = [score_logit(score) for score in calibrated]
+        log.info("%s/%s: per-type minimum scores %s (model.use_calibration=false: %g for all)", directory,
+                 THRESHOLDS, ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated)),
                  config.model.min_score)
     decode = trained_for.decoding(config.model.decode)
     log.info("%s: %s backend on %s, %s entities%s", directory, chosen, runtime.device, decode,
