@@ -139,14 +139,21 @@ def load_for_inference(args, model=None):
     return load(model or args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
 
 
-def inference_arguments(parser):
+def inference_arguments(parser, service: bool = False):
+    """What every command that runs a model takes.  ``--batch-size`` is inference.batch_size; a
+    service's passes are serve.rows_per_pass (requests take turns pass by pass): ``--rows-per-pass``."""
     parser.add_argument("--model", required=True, help="checkpoint directory (e.g. runs/quickstart/best) or an "
                                                        "export directory (globalpointer export)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the checkpoint's config, e.g. --set model.decode=flat")
-    parser.add_argument("--batch-size", type=whole_number(1), default=0,
-                        help="rows per forward pass (a row: one window, or several short ones; "
-                             "default: inference.batch_size)")
+    if service:
+        parser.add_argument("--rows-per-pass", type=whole_number(1),
+                            help="same as --set serve.rows_per_pass=...: rows of one forward pass, which concurrent "
+                                 "requests take turns at (default 8)")
+    else:
+        parser.add_argument("--batch-size", type=whole_number(1), default=0,
+                            help="same as --set inference.batch_size=...: rows per forward pass (a row: one window, "
+                                 "or several short ones; default 64)")
     parser.add_argument("--backend", choices=backend_names(), help="same as --set inference.backend=... (default: auto)")
 
 
@@ -306,14 +313,14 @@ def _serve(argv, prog) -> int:
 
     parser = argparse.ArgumentParser(prog=prog, description="The HTTP service: POST /v1/extract, GET /v1/labels, "
                                                              "GET /health, GET /docs.")
-    inference_arguments(parser)
+    inference_arguments(parser, service=True)
     parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
     parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core; "
                                                     "1 on a GPU)")
     args = parser.parse_args(argv)
     settings = (("host", args.host), ("port", args.port), ("workers", args.workers),
-                ("rows_per_pass", args.batch_size or None))
+                ("rows_per_pass", args.rows_per_pass))
     run_service(args.model, args.set + [f"serve.{key}={value}" for key, value in settings if value is not None],
                 args.backend)
     return 0
@@ -329,7 +336,7 @@ def _label_studio_backend(argv, prog) -> int:
     parser = argparse.ArgumentParser(prog=prog, description="The model as a Label Studio ML backend: "
                                                              "pre-annotations for every task opened, retraining on "
                                                              "the project's annotations (docs/annotation.md).")
-    inference_arguments(parser)
+    inference_arguments(parser, service=True)
     parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1; another address needs "
                                        "basic authentication or --allow-unauthenticated)")
     parser.add_argument("--port", type=int, help=f"same as --set serve.port=... (default {LABEL_STUDIO_PORT}, the "
@@ -350,7 +357,7 @@ def _label_studio_backend(argv, prog) -> int:
     if args.port is None and not any(item.startswith("serve.port=") for item in args.set):
         args.port = LABEL_STUDIO_PORT
     settings = (("serve.host", args.host), ("serve.port", args.port), ("inference.backend", args.backend),
-                ("inference.batch_size", args.batch_size or None))
+                ("serve.rows_per_pass", args.rows_per_pass))
     run_backend(args.model, args.set + [f"{key}={value}" for key, value in settings if value is not None],
                 args.work_dir, args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
                 os.environ.get("LABEL_STUDIO_API_KEY", ""), args.allow_unauthenticated)

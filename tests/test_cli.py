@@ -1,0 +1,24 @@
+"""The commands' flags: each means one key, the same key in every command that has it."""
+import importlib
+
+import pytest
+
+from globalpointer.cli import main
+
+
+@pytest.mark.parametrize("command, module, function", [
+    ("serve", "globalpointer.deploy.serve", "run_service"),
+    ("label-studio-backend", "globalpointer.deploy.label_studio_backend", "run_backend")])
+def test_a_service_takes_rows_per_pass_and_no_batch_size(command, module, function, monkeypatch, tmp_path, capsys):
+    """A service's forward passes are serve.rows_per_pass (requests take turns pass by pass); the
+    --batch-size of evaluate and predict (inference.batch_size) would set nothing a service reads."""
+    started = []
+    monkeypatch.setattr(importlib.import_module(module), function, lambda *args: started.append(args))
+    model = tmp_path / "best"
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "--model", str(model), "--rows-per-pass", "4"]) == 0
+    assert "serve.rows_per_pass=4" in started[0][1]
+    assert not any(item.startswith("inference.batch_size") for item in started[0][1])
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--model", str(model), "--batch-size", "4"])
+    assert stopped.value.code == 2 and "--batch-size" in capsys.readouterr().err
