@@ -140,9 +140,9 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
     return [float(value) for value in values]
 
 
-def load_metadata(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
-    """Config, record and tokenizer of a checkpoint or export directory, without the weights.  An
-    override of what training fixed (the types, the tokenization) is an error, not ignored."""
+def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
+    """Everything of a checkpoint or export directory but the weights: its config, what it was trained
+    for (types, tokenization) and its tokenizer.  An override of what training fixed (the types, the tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
     config = load_config(os.path.join(directory, "config.yaml"), overrides, saved=True)
     try:
@@ -312,11 +312,12 @@ def load_checkpoint(directory: Union[str, ModelDirectory], overrides: List[str] 
     else:
         directory = resolve_checkpoint(directory)
         check_checkpoint_files(directory)
-    config, trained_for, tokenizer = load_metadata(directory, overrides)
+    config, trained_for, tokenizer = load_without_weights(directory, overrides)
     return build_from_checkpoint(directory, config, trained_for, tokenizer)
 
 
 def build_from_checkpoint(directory: str, config: RunConfig, trained_for: TrainedFor, tokenizer) -> LoadedModel:
-    """The network of a checkpoint whose metadata ``load_metadata`` has read (on the current device)."""
+    """The network of a checkpoint whose other files ``load_without_weights`` has read (on the current
+    device)."""
     network, encoder = load_network(directory, config.model, len(trained_for.labels), tokenizer)
     return LoadedModel(network, encoder, config, trained_for, directory)

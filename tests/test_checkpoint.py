@@ -6,7 +6,7 @@ import shutil
 import pytest
 import yaml
 
-from globalpointer.checkpoint import load_checkpoint, load_metadata
+from globalpointer.checkpoint import load_checkpoint, load_without_weights
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.config import InferenceConfig, RUN_TIME_SECTIONS, ServeConfig
@@ -17,7 +17,7 @@ def test_a_checkpoint_records_what_the_model_is_not_how_it_is_served(trained, tm
     checkpoint = trained / "run" / "best"
     saved = yaml.safe_load((checkpoint / "config.yaml").read_text(encoding="utf-8"))
     assert {"data", "model", "train"} <= set(saved) and not set(RUN_TIME_SECTIONS) & set(saved)
-    config, _, _ = load_metadata(str(checkpoint), ["serve.port=8123", "inference.batch_size=5"])
+    config, _, _ = load_without_weights(str(checkpoint), ["serve.port=8123", "inference.batch_size=5"])
     assert (config.serve.port, config.inference.batch_size) == (8123, 5)
 
 
@@ -28,9 +28,9 @@ def test_an_older_checkpoints_run_time_sections_are_left_to_the_defaults(trained
     shutil.copytree(trained / "run" / "best", old)
     with open(old / "config.yaml", "a", encoding="utf-8") as out:
         out.write("inference:\n  batch_size: 3\n  backend: onnxruntime\nserve:\n  port: 1234\n")
-    config, _, _ = load_metadata(str(old))
+    config, _, _ = load_without_weights(str(old))
     assert config.serve == ServeConfig() and config.inference == InferenceConfig()
-    assert load_metadata(str(old), ["serve.port=1234"])[0].serve.port == 1234
+    assert load_without_weights(str(old), ["serve.port=1234"])[0].serve.port == 1234
 
 
 @pytest.mark.parametrize("labels, message", [(["LOC", "PER", "LOC", "ORG"], "names LOC more than once"),
@@ -156,7 +156,7 @@ def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_co
     reads = []
     real = checkpoint._hash_file
     monkeypatch.setattr(checkpoint, "_hash_file", lambda path: reads.append(path) or real(path))
-    config = load_metadata(str(checkpoint_copy))[0]
+    config = load_without_weights(str(checkpoint_copy))[0]
     first = checkpoint_digest(str(checkpoint_copy), config)
     assert checkpoint_digest(str(checkpoint_copy), config) == first
     weights = str(checkpoint_copy / "model.safetensors")

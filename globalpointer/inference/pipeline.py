@@ -115,11 +115,11 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 
 def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(ModelDirectory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from ..checkpoint import load_metadata, resolve_model
+    from ..checkpoint import load_without_weights, resolve_model
 
     settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
     resolved = resolve_model(model)
-    return (resolved, *load_metadata(resolved.path, settings))
+    return (resolved, *load_without_weights(resolved.path, settings))
 
 
 def inference_config(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
