@@ -214,7 +214,8 @@ def _predict(argv, prog):
     parser.add_argument("--label-config", metavar="FILE",
                         help="also write the Label Studio labeling interface for the model's types here (paste it "
                              "into the project's Labeling Interface, or pass it as label_config through the API)")
-    parser.add_argument("--model-version", help="label-studio: the predictions' model_version (default: --model)")
+    parser.add_argument("--model-version", help="label-studio and doccano: the predictions' model_version (doccano: "
+                                                "a field of each line, shown as metadata; default: --model)")
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@
   positions (0 = [CLS]); ``to_input`` and ``from_input`` convert, ``characters`` and ``to_entity``
   go back to characters.  Nothing else adds or subtracts 1.
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 
 class Entity(NamedTuple):
@@ -23,7 +23,7 @@ class Entity(NamedTuple):
 
 
 class TokenSpan(NamedTuple):
-    type: Union[int, str]  # an index into the labels (a type name while a tagged file is read)
+    type: int  # an index into the labels
     start: int
     end: int  # included
     score: float = 1.0
@@ -50,13 +50,9 @@ def from_input(span: TokenSpan, first_token: int) -> TokenSpan:
     return span._replace(start=span.start + shift, end=span.end + shift)
 
 
-def characters(span: TokenSpan, offsets: Sequence[Tuple[int, int]]) -> Tuple[int, int]:
-    """The end-exclusive characters of a span over tokens with these (start, end) character offsets."""
-    return offsets[span.start][0], offsets[span.end][1]
-
-
 def to_entity(span: TokenSpan, offsets: Sequence[Tuple[int, int]], labels: Sequence[str]) -> Entity:
-    return Entity(*characters(span, offsets), labels[span.type], span.score)
+    """The entity of a span over tokens with these (start, end) character offsets (end exclusive)."""
+    return Entity(offsets[span.start][0], offsets[span.end][1], labels[span.type], span.score)
 
 
 class TokenIndex:

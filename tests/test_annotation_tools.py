@@ -213,6 +213,9 @@ def test_doccano_output_reads_back_as_the_same_entities(tmp_path):
     rows[0]["label"].sort()
     assert rows[0] == {"text": "Alice lives in Paris", "id": 7, "label": [[0, 5, "PER"], [15, 20, "LOC"]]}
     assert rows[1] == {"text": "Paris", "label": [[0, 5, "LOC"]]} and rows[2]["label"] == [] and "error" in rows[2]
+    versioned = io.StringIO()
+    predict_stream(FakeExtractor(), io.BytesIO(source), PredictionWriter(versioned, "doccano", "runs/x/best@1a2b"))
+    assert [json.loads(line)["model_version"] for line in versioned.getvalue().splitlines()] == ["runs/x/best@1a2b"] * 3
     path = write(tmp_path, "doccano.jsonl", "".join(json.dumps(row) + "\n" for row in rows[:2]))
     assert [spans(r) for r in read_records(path)] == [[(0, 5, "PER", "Alice"), (15, 20, "LOC", "Paris")],
                                                       [(0, 5, "LOC", "Paris")]]

@@ -221,7 +221,7 @@ def json_min(task_id, text, regions=None):
 
 
 def test_json_min_whose_first_tasks_are_unannotated_keeps_every_entity(tmp_path, caplog):
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="globalpointer")
     tasks = [json_min(i, f"没有标注{i}") for i in range(79)] + [json_min(100, "张三在北京", [(0, 2, "PER"), (3, 5, "LOC")])]
     records = read_records(write_lines(tmp_path / "min.json", tasks))
     assert [(r.text, [e.key for e in r.entities]) for r in records] == \

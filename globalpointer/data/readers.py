@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, json_failure
 from ..files import atomic_write_text
-from ..spans import Entity, Record, characters
+from ..spans import Entity, Record
 from .tags import tags_to_spans
 
 log = logging.getLogger(__name__)
@@ -533,7 +533,8 @@ def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: 
         offsets.append((position, position + len(token)))
         position += len(token) + len(joiner)
     text = joiner.join(tokens)
-    entities = [Entity(*characters(span, offsets), span.type) for span in tags_to_spans(tags, where, repair)]
+    entities = [Entity(offsets[span.start][0], offsets[span.end][1], span.type)
+                for span in tags_to_spans(tags, where, repair)]
     if not text.strip():
         raise DataError(f"{where[0]}: the sentence is only whitespace")
     return Record(text, entities, where[0])

@@ -1,13 +1,19 @@
 """Tag sequences (BIO/IOB2, BIOES, BMES) -> spans.  Strictly, an I-/M-/E- tag must continue an
 entity of the same type that a B- tag opened; with a ``repair`` callback such a tag opens a new
 entity of its own type instead (conlleval's reading), and the callback hears of each one."""
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import DataError
-from ..spans import TokenSpan
 
 END = {"E"}
 SINGLE = {"S"}
+
+
+class TaggedSpan(NamedTuple):
+    """An entity of a tag sequence: its type's name, its first and its last token."""
+    type: str
+    start: int
+    end: int  # included
 
 
 def split_tag(tag: str) -> Tuple[str, str]:
@@ -20,17 +26,17 @@ def split_tag(tag: str) -> Tuple[str, str]:
 
 
 def tags_to_spans(tags: Sequence[str], where: Sequence[str],
-                  repair: Optional[Callable[[str], None]] = None) -> List[TokenSpan]:
+                  repair: Optional[Callable[[str], None]] = None) -> List[TaggedSpan]:
     """Spans over the tagged tokens, with their type names.  ``where[i]`` names token i's file:line.
     ``repair``: called with a message for every continuation tag that opened an entity, instead of
     the error."""
-    spans: List[TokenSpan] = []
+    spans: List[TaggedSpan] = []
     open_start, open_type = None, None
 
     def close(after: int):  # ``after``: the first token no longer in the entity
         nonlocal open_start, open_type
         if open_start is not None:
-            spans.append(TokenSpan(open_type, open_start, after - 1))
+            spans.append(TaggedSpan(open_type, open_start, after - 1))
         open_start, open_type = None, None
 
     for index, tag in enumerate(tags):
@@ -45,7 +51,7 @@ def tags_to_spans(tags: Sequence[str], where: Sequence[str],
             open_start, open_type = index, entity_type
         elif prefix in SINGLE:
             close(index)
-            spans.append(TokenSpan(entity_type, index, index))
+            spans.append(TaggedSpan(entity_type, index, index))
         else:  # I, M, E continue an open entity of the same type
             if open_start is None or open_type != entity_type:
                 opened = f"an open {open_type} entity" if open_start is not None else "no open entity"

@@ -28,9 +28,12 @@ if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines do
 
 def doccano_line(payload: dict, model_version: str) -> dict:
     """One predict.py output payload -> a line doccano's sequence-labelling import reads (end
-    exclusive, as doccano's own export); the input's other fields are kept as its metadata."""
+    exclusive, as doccano's own export); the input's other fields, and the model that labelled it,
+    are kept as its metadata."""
     line = {key: value for key, value in payload.items() if key != "entities"}
     line["label"] = [[e["start"], e["end"], e["type"]] for e in payload.get("entities") or []]
+    if model_version:
+        line.setdefault("model_version", model_version)  # a field of the input's own keeps its value
     return line
 
 
