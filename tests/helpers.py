@@ -139,6 +139,29 @@ class Service:
         self.process.kill()
         raise AssertionError(f"the service's workers did not all start within 120 s: {self.output}")
 
+    def cpu_seconds(self) -> float:
+        """CPU time the service's processes (the supervisor and its workers) have used."""
+        import psutil
+
+        processes = [psutil.Process(self.process.pid)]
+        processes += processes[0].children(recursive=True)
+        total = 0.0
+        for process in processes:
+            try:
+                total += sum(process.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def wait_until_predicting(self, cpu_seconds: float = 0.5, timeout: float = 120) -> None:
+        """Return once the service has used ``cpu_seconds`` of CPU since the call: a request sent
+        before is being predicted (an idle service uses next to none)."""
+        start, deadline = self.cpu_seconds(), time.time() + timeout
+        while self.cpu_seconds() - start < cpu_seconds:
+            if time.time() > deadline or self.process.poll() is not None:
+                raise AssertionError(f"the service did not start predicting within {timeout} s: {self.output}")
+            time.sleep(0.05)
+
     def stop(self):
         """(exit status, output) after SIGTERM."""
         self.process.send_signal(signal.SIGTERM)

@@ -24,12 +24,20 @@ def batcher_of_passes(passes: int, seconds: float):
     return MicroBatcher(predict_steps, batch_texts=128, wait_ms=5, pass_chars=100), log
 
 
+async def until(condition, timeout=30.0):
+    """Wait, without blocking the event loop, for ``condition()`` to hold."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true"
+        await asyncio.sleep(0.005)
+
+
 def test_a_small_request_waits_for_one_pass_of_a_large_one_not_all_of_it():
     batcher, log = batcher_of_passes(50, 0.02)
 
     async def scenario():
         big = asyncio.ensure_future(batcher.submit(["big"]))
-        await asyncio.sleep(0.1)
+        await until(lambda: len(log) >= 2)  # the large request is running
         passes_before = len(log)
         await batcher.submit(["small"])
         return passes_before, big.done(), await big
@@ -48,13 +56,10 @@ def test_work_for_a_client_that_left_is_dropped_and_close_stops_between_passes()
 
     async def leave_early():
         big = asyncio.ensure_future(batcher.submit(["big"]))
-        await asyncio.sleep(0.1)
+        await until(lambda: len(log) >= 2)  # the large request is running
         passes = len(log)
         big.cancel()  # what the endpoint does when the client disconnects
-        for _ in range(500):  # the batcher drops the job before its next pass
-            if batcher.dropped:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: batcher.dropped)  # before its next pass
         dropped_at = len(log)
         await asyncio.sleep(0.2)
         return passes, dropped_at
@@ -70,14 +75,18 @@ def test_work_for_a_client_that_left_is_dropped_and_close_stops_between_passes()
         batcher.close()
 
     async def closing():
+        before = len(log)
         big = asyncio.ensure_future(batcher.submit(["big"]))
-        await asyncio.sleep(0.1)
+        await until(lambda: len(log) >= before + 2)  # the large request is running
         await asyncio.get_running_loop().run_in_executor(None, close)
         with pytest.raises(ServiceClosing):
             await big
+        with pytest.raises(ServiceClosing):  # a request that comes after: answered, not left waiting
+            await asyncio.wait_for(batcher.submit(["late"]), 5)
 
     asyncio.run(closing())
     assert len(log) <= closed_at[0] + 1 and not batcher.thread.is_alive()  # at most the pass under way
+    assert "late" not in log
 
 
 def test_micro_batcher_gathers_requests_into_few_calls():

@@ -55,7 +55,7 @@ def test_small_requests_are_answered_while_a_maximal_one_runs(service):
     client = threading.Thread(target=lambda: big.update(answer=call(running.base, route, body),
                                                         seconds=time.monotonic() - started))
     client.start()
-    time.sleep(0.5)
+    running.wait_until_predicting()
     latencies = []
     for _ in range(10):
         begun = time.monotonic()
@@ -103,20 +103,17 @@ def test_an_over_limit_body_announced_with_expect_is_refused_before_it_is_sent(s
 
 
 def test_a_client_that_leaves_takes_its_work_along(service):
-    import psutil
-
     kind, running = service
     route, body = extract(kind, BIG)
     data = json.dumps(body).encode()
     with socket.create_connection(("127.0.0.1", port_of(running)), timeout=30) as connection:
         connection.sendall(b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                            b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
-        time.sleep(1.0)  # the request is being predicted (it takes seconds), then the client goes
-    time.sleep(0.5)
-    process = psutil.Process(running.process.pid)
-    before = sum(process.cpu_times()[:2])
+        running.wait_until_predicting()  # it takes seconds; the client goes while it runs
+    time.sleep(0.5)  # the pass under way ends
+    before = running.cpu_seconds()
     time.sleep(2.0)
-    busy = sum(process.cpu_times()[:2]) - before
+    busy = running.cpu_seconds() - before
     assert busy < 0.3, f"{kind} worked {busy:.2f} CPU seconds for a client that had left"
 
 
@@ -128,7 +125,7 @@ def test_sigterm_ends_the_service_within_its_timeout_whatever_runs(kind, workers
     clients = [threading.Thread(target=lambda: answers.append(call(running.base, route, body))) for _ in range(3)]
     for client in clients:
         client.start()
-    time.sleep(1.0)
+    running.wait_until_predicting()
     started = time.monotonic()
     code, output = running.stop()
     stopped = time.monotonic() - started

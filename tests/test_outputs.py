@@ -71,10 +71,14 @@ def test_predict_to_dev_stdout_reaches_standard_output(trained, tmp_path):
 
 
 def started_writing(process, folder, infix, seconds=120):
+    """Whether ``process`` wrote into its partial output (a file or folder whose name has ``infix``)
+    within ``seconds``: it is then mid-way, with something to lose."""
     deadline = time.time() + seconds
     while time.time() < deadline and process.poll() is None:
-        if any(infix in name for name in os.listdir(folder)):
-            return True
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if infix in name and (os.listdir(path) if os.path.isdir(path) else os.path.getsize(path)):
+                return True
         time.sleep(0.05)
     return False
 
@@ -90,7 +94,6 @@ def test_sigterm_in_predict_stops_as_ctrl_c_does(trained, tmp_path):
                                 "--lines-per-chunk", "16", "--backend", "dynamic"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert started_writing(process, tmp_path, "out.jsonl.partial-")
-    time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143 and "Traceback" not in stderr, stderr[-2000:]
@@ -104,7 +107,6 @@ def test_sigterm_in_export_leaves_no_partial_directory(trained, tmp_path):
                                 str(trained / "run" / "best"), "--output", str(tmp_path / "export"), "--onnx"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert started_writing(process, tmp_path, "export.partial-")
-    time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "stopped: terminated (SIGTERM)" in stderr, stderr[-2000:]

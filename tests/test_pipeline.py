@@ -125,6 +125,7 @@ def test_min_score_is_the_probability_every_entity_shows(trained, tmp_path, capl
     assert [converted(text) for text in texts] == found
 
 
+@pytest.mark.slow  # two fresh interpreters
 def test_the_api_logs_warnings_only_unless_asked(trained):
     """Loading printed INFO lines on every use (PaddleNLP sets the root logger up at INFO)."""
     import subprocess

@@ -65,6 +65,7 @@ def test_cpu_info_is_read_from_the_first_processor(tmp_path):
     assert read_cpu_info(str(tmp_path / "missing")).vendor == ""
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_import_sets_the_mkl_path_before_paddle_runs():
     """In a fresh interpreter, as a library user would: `import globalpointer` decides for this host."""
     import os
@@ -97,6 +98,7 @@ print(before, after, in_thread[0], float(product.abs().max()))
 """
 
 
+@pytest.mark.slow  # a fresh interpreter each
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the switch exists on x86-64 only")
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_setup_runtime_flushes_subnormal_floats_unless_told_not_to(switch):

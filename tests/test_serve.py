@@ -5,7 +5,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -141,7 +140,7 @@ def test_sigterm_lets_the_request_in_flight_finish(trained, workers):
     answer = {}
     client = threading.Thread(target=lambda: answer.update(result=call(service.base, "/v1/extract", {"texts": texts})))
     client.start()
-    time.sleep(1.0)
+    service.wait_until_predicting()
     code, output = service.stop()
     client.join(timeout=120)
     assert answer["result"][0] == 200 and len(answer["result"][1]["results"]) == 400, output

@@ -70,10 +70,13 @@ class MicroBatcher:
         self.thread.start()
 
     async def submit(self, texts: Sequence[str]) -> List[List[dict]]:
-        """The entities of ``texts``; cancelling the call (the client left) drops its work."""
+        """The entities of ``texts``; cancelling the call (the client left) drops its work.  After
+        ``close``, ServiceClosing (nothing would answer it)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self.changed:
+            if self.closing:
+                raise ServiceClosing("the service is shutting down; send the request again")
             self.pending.append(Pending(list(texts), sum(map(len, texts)), loop, future))
             self.changed.notify()
         return await future
