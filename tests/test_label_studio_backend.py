@@ -387,3 +387,35 @@ def test_a_round_keeps_the_base_configs_data_entries(trained, tmp_path):
                        {"path": str(round_dir / "train.jsonl"), "format": "jsonl"}]
     assert sum(1 for _ in open(round_dir / "train.jsonl")) == 12  # the project's texts alone
     label_studio.shutdown()
+
+
+@pytest.mark.slow
+def test_a_project_labelling_some_types_declares_them_in_its_round(trained, tmp_path):
+    """The project's interface offers PER alone (a model of LOC, ORG and PER): its annotations are an
+    entry declaring PER, beside the base config's file (every type), so they teach nothing about
+    LOC and ORG."""
+    import yaml
+    from fastapi.testclient import TestClient
+    from synthetic import tiny_config
+
+    model = str(trained / "run" / "best")
+    base = tiny_config(tmp_path, train__epochs=1)
+    tasks = annotated_tasks(trained, 12)
+    for task in tasks:
+        task["annotations"][0]["result"] = [r for r in task["annotations"][0]["result"] if r["value"]["labels"] == ["PER"]]
+    label_studio = FakeLabelStudio(tasks, "secret-token")
+    app = create_app(model, globalpointer.load(model), str(tmp_path / "rounds"), base, label_studio.url,
+                     "secret-token")
+    with TestClient(app) as client:
+        project = {"id": 7, "label_config": labeling_config(["PER"])}
+        assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
+        assert app.state.trainer.wait_idle(300)
+        assert client.get("/health").json()["last_round"]["state"] == "served"
+    round_dir = tmp_path / "rounds" / "round-001"
+    config = yaml.safe_load((round_dir / "config.yaml").read_text(encoding="utf-8"))
+    assert config["data"]["labels"] == ["LOC", "ORG", "PER"]
+    assert config["data"]["train"] == [{"path": str(tmp_path / "train.jsonl"), "format": "auto"},
+                                       {"path": str(round_dir / "train.jsonl"), "format": "jsonl", "types": ["PER"]}]
+    log = (round_dir / "train.log").read_text(encoding="utf-8")
+    assert f"{round_dir / 'train.jsonl'} [PER]: 12 texts" in log  # read as the entry that declares PER
+    label_studio.shutdown()

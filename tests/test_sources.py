@@ -112,6 +112,11 @@ def test_training_and_evaluating_on_entries_that_declare_their_types(tmp_path, c
     assert set(report["sources"][f"{per} [PER]"]["per_type"]) == {"PER"}  # scored on its declared type only
     assert evaluate_main(["--model", str(tmp_path / "run" / "best"), "--output", str(tmp_path / "eval.json")]) == 0
     assert "sources" in json.load(open(tmp_path / "eval.json"))
+    # every text declared for PER alone: the report's types, and its macro F1, are PER's
+    assert evaluate_main(["--model", str(tmp_path / "run" / "best"), "--output", str(tmp_path / "per.json"),
+                          "--set", f"data.test={json.dumps([{'path': per, 'types': ['PER']}])}"]) == 0
+    report = json.load(open(tmp_path / "per.json"))
+    assert set(report["per_type"]) == {"PER"} and report["macro_f1"] == report["per_type"]["PER"]["f1"]
 
 
 def test_token_taggers_refuse_entries_that_declare_types(tmp_path, capsys):

@@ -17,7 +17,9 @@ Label Studio's ML-backend protocol (the one its ``label-studio-ml`` package serv
 
 A round fetches the project's annotated tasks through Label Studio's export API, writes them beside
 the base config's training texts into ``WORK_DIR/round-NNN/``, and runs ``globalpointer train`` there
-in its own process.  The served model keeps answering; only once the new checkpoint is written is it
+in its own process.  A project whose labeling interface offers only some of the model's types makes
+its annotations a data entry declaring those types, so they teach nothing about the others.  The
+served model keeps answering; only once the new checkpoint is written is it
 loaded and swapped in, and ``/setup`` and every prediction then carry its ``model_version`` (its
 directory).  A round that fails leaves the served model as it was; events that come while a round
 runs start one more round after it.
@@ -286,12 +288,16 @@ class Trainer:
         atomic_write_text(annotations, json.dumps(tasks, ensure_ascii=False))
         base = load_config(self.base_config)
         annotated = load_records(annotations, format="label-studio", on_error="skip")
-        settings = ["data.test=", f"output_dir={os.path.join(directory, 'run')}",
-                    f"data.labels={json.dumps(self.labels + [t for t in project['labels'] if t not in self.labels])}"]
-        if isinstance(base.data.train, list):  # data entries that declare their types stay entries
+        labels = self.labels + [t for t in project["labels"] if t not in self.labels]
+        settings = ["data.test=", f"output_dir={os.path.join(directory, 'run')}", f"data.labels={json.dumps(labels)}"]
+        # a project whose labeling interface offers some of the model's types annotates those alone: its
+        # texts teach nothing about the others (data/sources.py)
+        declared = {"types": list(project["labels"])} if set(project["labels"]) != set(labels) else {}
+        if isinstance(base.data.train, list) or declared:  # entries keep what each file declares
             write_jsonl_records(annotated, os.path.join(directory, "train.jsonl"))
-            entries = as_entries(base.data.train, base.data.format)
-            entries.append({"path": os.path.join(directory, "train.jsonl"), "format": "jsonl"})
+            entries = as_entries(base.data.train, base.data.format) if isinstance(base.data.train, list) else \
+                [{"path": base.data.train, "format": base.data.format}] if base.data.train else []
+            entries.append({"path": os.path.join(directory, "train.jsonl"), "format": "jsonl", **declared})
             settings.append(f"data.train={json.dumps(entries)}")
         else:
             train = load_records(base.data.train, **base.data.reading) if base.data.train else []
