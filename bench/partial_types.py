@@ -37,10 +37,10 @@ def write(path, lines):
     return path
 
 
-def train_quickstart(run, overrides, extra=()):
-    """``train.py`` with the quickstart's config and ``overrides`` (``--set`` items) into ``run``; its
-    dev report."""
-    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+def train_quickstart(run, overrides, extra=(), config=os.path.join(ROOT, "configs", "quickstart.yaml")):
+    """``train.py`` with ``config`` (the quickstart's) and ``overrides`` (``--set`` items) into ``run``;
+    its dev report."""
+    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", config,
                "--set", f"output_dir={run}", "--overwrite", *extra]
     for item in overrides:
         command += ["--set", item]
