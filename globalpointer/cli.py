@@ -261,7 +261,7 @@ def _predict(argv, prog):
 
 
 def _export(argv, prog) -> int:
-    from .checkpoint import resolve_checkpoint
+    from .checkpoint import resolve_model
     from .deploy.export import OPENVINO_CALIBRATION_TEXTS, export_checkpoint, verify_int8
 
     parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
@@ -285,7 +285,10 @@ def _export(argv, prog) -> int:
     args = parser.parse_args(argv)
     if args.verify and args.quantize != "int8":
         raise UserError("--verify compares float32 with int8: add --quantize int8")
-    files = export_checkpoint(resolve_checkpoint(args.model), args.output, args.onnx, args.opset, args.quantize,
+    checkpoint = resolve_model(args.model)
+    if checkpoint.export:
+        raise UserError(f"--model {args.model} is an export already; export its checkpoint (RUN_DIR/best)")
+    files = export_checkpoint(checkpoint, args.output, args.onnx, args.opset, args.quantize,
                               requested=args.model, openvino_calibration=args.openvino_calibration)
     print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
     if args.verify:

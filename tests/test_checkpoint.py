@@ -180,3 +180,17 @@ def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, mo
     assert predict_main(["--model", str(checkpoint_copy), "--input", str(tmp_path / "in.txt"), "--output",
                          str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
     assert calls == [str(checkpoint_copy)]
+
+
+def test_export_resolves_the_checkpoint_once_and_refuses_an_export(checkpoint_copy, tmp_path, monkeypatch, capsys):
+    from globalpointer import checkpoint
+
+    calls = []
+    real = checkpoint.resolve_checkpoint
+    monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    assert cli(["export", "--model", str(checkpoint_copy), "--output", str(tmp_path / "export")]) == 0
+    assert calls == [str(checkpoint_copy)]
+    capsys.readouterr()
+    assert cli(["export", "--model", str(tmp_path / "export"), "--output", str(tmp_path / "again")]) == 2
+    assert "is an export already; export its checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "again").exists()

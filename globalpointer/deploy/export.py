@@ -11,6 +11,7 @@ the tagger baselines decode with Python code (Viterbi) that no static graph carr
 """
 import contextlib
 import ctypes
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -165,8 +166,8 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
         return
     checkpoint = resolved.path
     own_config = load_config(os.path.join(checkpoint, "config.yaml"), saved=True)  # what it computes
-    config = load_config(os.path.join(checkpoint, "config.yaml"),
-                         list(overrides) + ([f"inference.backend={backend}"] if backend else []), saved=True)
+    config = load_config(base=dataclasses.asdict(own_config),  # the file read once
+                         overrides=list(overrides) + ([f"inference.backend={backend}"] if backend else []))
     if config.inference.backend != "auto" or not config.inference.compile_from_lines \
             or lines < config.inference.compile_from_lines or network_settings(config) != network_settings(own_config):
         return
