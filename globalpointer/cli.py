@@ -243,7 +243,7 @@ def _predict(argv, prog):
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
                   on_payload=draw if args.html else None)
     if runtime.rank == 0:
-        offer_labeling_config(ner.labels, args.label_config, args.output_format == "label-studio")
+        offer_labeling_config(ner.labels, args.label_config, OUTPUT_FORMATS[args.output_format].needs_interface)
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 

@@ -266,3 +266,25 @@ def test_predict_cli_to_label_studio_and_back_into_evaluate(trained, tmp_path, c
                           "--output", str(tmp_path / "report.json")]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["micro"]["f1"] == 1.0 and report["micro"]["support"] == report["micro"]["predicted"] > 20
+
+
+def test_an_output_format_is_one_entry_in_its_table(trained, tmp_path, monkeypatch, caplog):
+    """A new --output-format is its OutputFormat alone: predict offers it, writes what it converts,
+    as one JSON array when it says so, and logs the labeling interface when its project needs one."""
+    from globalpointer.cli import predict_main
+    from globalpointer.inference.file_prediction import OUTPUT_FORMATS, OutputFormat
+
+    def spans(payload, model_version):
+        return {"t": payload["text"], "s": [[e["start"], e["end"], e["type"]] for e in payload["entities"]],
+                "by": model_version}
+
+    monkeypatch.setitem(OUTPUT_FORMATS, "spans", OutputFormat(spans, array=True, needs_interface=True))
+    (tmp_path / "in.txt").write_text("北京大学的张三\n张三\n", encoding="utf-8")
+    with caplog.at_level("INFO", logger="globalpointer"):
+        assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
+                             "--output", str(tmp_path / "out.json"), "--output-format", "spans",
+                             "--model-version", "v1"]) == 0
+    written = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert [row["t"] for row in written] == ["北京大学的张三", "张三"] and {row["by"] for row in written} == {"v1"}
+    assert all(isinstance(row["s"], list) for row in written)
+    assert "Label Studio labeling config for these tasks" in caplog.text

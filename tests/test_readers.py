@@ -9,7 +9,7 @@ from globalpointer.data.readers import detect_format, read_records, read_text, w
 from globalpointer.data.tags import tags_to_spans
 from globalpointer.errors import DataError
 from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
-from globalpointer.spans import Entity
+from globalpointer.spans import Entity, Record
 from helpers import FakeExtractor
 from synthetic import write_jsonl
 
@@ -332,3 +332,23 @@ def test_jsonl_with_a_byte_order_mark_keeps_its_fields():
     predict_stream(FakeExtractor(), io.BytesIO(data), PredictionWriter(sink))
     first = json.loads(sink.getvalue().splitlines()[0])
     assert first["text"] == "Paris" and first["id"] == 1 and first["entities"][0]["type"] == "LOC"
+
+
+def test_a_json_format_is_one_entry_in_its_table(tmp_path, monkeypatch):
+    """A new JSON format (here spans as [start, end, type] under "spans") is its JsonFormat alone:
+    read, recognised among the others, and its entity key guarded in the other formats' files."""
+    from globalpointer.data.readers import JSON_FORMATS, JsonFormat
+
+    def parse_spans(obj, where):
+        return Record(obj["text"], [Entity(s, e, t) for s, e, t in obj["spans"]], where)
+
+    monkeypatch.setitem(JSON_FORMATS, "spans", JsonFormat(parse_spans, ("spans",), lambda o: "spans" in o))
+    path = write_jsonl(tmp_path / "spans.jsonl", [{"text": "张三在北京", "spans": [[0, 2, "PER"], [3, 5, "LOC"]]},
+                                                  {"text": "无", "spans": []}])
+    records = read_records(path)
+    assert [(r.text, [e.key for e in r.entities]) for r in records] == \
+        [("张三在北京", [(0, 2, "PER"), (3, 5, "LOC")]), ("无", [])]
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"text": "张三", "entities": [{"start": 0, "end": 2, "type": "PER"}],
+                                                    "spans": [[0, 2, "PER"]]}])
+    with pytest.raises(DataError, match="'spans' holds entities in another format than jsonl"):
+        read_records(mixed)

@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import zipfile
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import DataError, json_failure
 from ..files import atomic_write_text
@@ -271,27 +271,22 @@ class LeftOut(Exception):
     entities" is only what an annotator said has none."""
 
 
-# The keys that hold a JSON format's entities.  A record key that belongs to another format, or is a
-# near miss of one ("entitys"), is an error: read as no entities, it would silently teach the model
-# that the text has none.
-ENTITY_KEYS = {"cluener": ("label",), "cmeee": ("entities",), "jsonl": ("entities",),
-               "doccano": ("label", "labels", "entities"), "label-studio": ("annotations",)}
-ALL_ENTITY_KEYS = sorted({key for keys in ENTITY_KEYS.values() for key in keys})
-
-
 def check_entity_keys(obj, fmt: str, where: str) -> None:
-    """Only keys whose values could hold entities (lists, objects) are judged: tools add metadata
-    such as "annotator" or "total_annotations" beside them."""
+    """A record key that holds another JSON format's entities (``JsonFormat.entity_keys``), or is a
+    near miss of one ("entitys"), is an error: read as no entities, it would silently teach the model
+    that the text has none.  Only keys whose values could hold entities (lists, objects) are judged:
+    tools add metadata such as "annotator" or "total_annotations" beside them."""
     if not isinstance(obj, dict):
         return
-    own = ENTITY_KEYS[fmt]
+    own = JSON_FORMATS[fmt].entity_keys
+    every = sorted({key for known in JSON_FORMATS.values() for key in known.entity_keys})
     for key, value in obj.items():
         if key in own or not isinstance(value, (list, dict)):
             continue
-        if key in ALL_ENTITY_KEYS:
+        if key in every:
             raise DataError(f"{where}: {key!r} holds entities in another format than {fmt}, which reads "
                             f"{' or '.join(own)}; set data.format to the file's format, or fix the record")
-        close = difflib.get_close_matches(key, ALL_ENTITY_KEYS, n=1, cutoff=0.7)
+        close = difflib.get_close_matches(key, every, n=1, cutoff=0.7)
         if close:
             raise DataError(f"{where}: unknown key {key!r}; did you mean {close[0]!r}? ({fmt} reads entities "
                             f"from {' or '.join(own)})")
@@ -375,9 +370,12 @@ def _labelled_region(text: str, value: dict, where: str) -> List[Entity]:
     return [check_entity(text, start, end, label, where, value.get("text")) for label in labels]
 
 
+DOCCANO_KEYS = ("label", "labels", "entities")  # sequence labelling, relations, older exports
+
+
 def parse_doccano(obj, where: str) -> Record:
     text = _text_of(obj, where)
-    key = next((k for k in ENTITY_KEYS["doccano"] if k in obj), None)
+    key = next((k for k in DOCCANO_KEYS if k in obj), None)
     if key is None:  # Label Studio's JSON-MIN lists tasks nobody annotated without "label"
         raise LeftOut("tasks without annotation")
     items = obj.get(key) or []
@@ -418,11 +416,33 @@ def parse_label_studio(obj, where: str) -> Record:
     return Record(text, sorted(set(entities)), where)
 
 
-# The formats, by name (config.py's data.format choices come from these two): a JSON format is a
-# parser of one object; a tagged format, the string its tokens are joined with into the text.
-JSON_PARSERS: Dict[str, Callable[[object, str], Record]] = {
-    "cluener": parse_cluener, "cmeee": parse_cmeee, "jsonl": parse_jsonl, "doccano": parse_doccano,
-    "label-studio": parse_label_studio}
+def _first_entity(obj: dict) -> Optional[dict]:
+    entities = obj.get("entities")
+    return next((e for e in entities if isinstance(e, dict)), None) if isinstance(entities, list) else None
+
+
+class JsonFormat(NamedTuple):
+    parse: Callable[[object, str], Record]  # one object -> its record (LeftOut: a task that is no example)
+    entity_keys: Tuple[str, ...]  # the keys that hold its entities (check_entity_keys)
+    shows: Callable[[dict], bool]  # whether an object's own keys are this format's (detection)
+    annotation_export: bool = False  # a tool's export of tasks: one listed twice is read once
+
+
+# The formats, by name (config.py's data.format choices come from these two tables).  A JSON format
+# says how it is read and recognised; detection takes the first whose ``shows`` holds, so the order
+# matters.  A tagged format is the string its tokens are joined with into the text.
+JSON_FORMATS: Dict[str, JsonFormat] = {
+    "label-studio": JsonFormat(parse_label_studio, ("annotations",),
+                               lambda o: isinstance(o.get("data"), dict) and ("annotations" in o or "predictions" in o),
+                               annotation_export=True),
+    "cluener": JsonFormat(parse_cluener, ("label",), lambda o: isinstance(o.get("label"), dict)),
+    "doccano": JsonFormat(parse_doccano, DOCCANO_KEYS,
+                          lambda o: isinstance(o.get("label"), list) or isinstance(o.get("labels"), list) or
+                          "start_offset" in (_first_entity(o) or {}) and "start_idx" not in _first_entity(o),
+                          annotation_export=True),
+    "cmeee": JsonFormat(parse_cmeee, ("entities",), lambda o: "start_idx" in (_first_entity(o) or {})),
+    "jsonl": JsonFormat(parse_jsonl, ("entities",), lambda o: _first_entity(o) is not None),
+}
 TAGGED_JOINERS: Dict[str, str] = {"chars": "", "chars-position": "", "conll": " "}
 # Names users reach for, read as the format they mean (data.format: bio is a file of characters with BIO tags)
 FORMAT_ALIASES = {"bio": "chars", "bioes": "chars", "bmes": "chars", "iob": "chars", "iob2": "chars",
@@ -432,7 +452,7 @@ FORMAT_ALIASES = {"bio": "chars", "bioes": "chars", "bmes": "chars", "iob": "cha
 # read as the character alone
 CHARACTER_AND_POSITION = re.compile(r"^(\D)(\d{1,2})$")
 # every value data.format takes
-FORMATS = ("auto", *JSON_PARSERS, *TAGGED_JOINERS)
+FORMATS = ("auto", *JSON_FORMATS, *TAGGED_JOINERS)
 
 
 def token_of(fmt: str, token: str, where: str) -> str:
@@ -449,7 +469,7 @@ def token_of(fmt: str, token: str, where: str) -> str:
 def parse_record(obj, fmt: str, where: str) -> Record:
     """One JSON object of a file in format ``fmt``, its keys checked first."""
     check_entity_keys(obj, fmt, where)
-    return JSON_PARSERS[fmt](obj, where)
+    return JSON_FORMATS[fmt].parse(obj, where)
 
 
 def record_format(obj) -> Optional[str]:
@@ -457,19 +477,7 @@ def record_format(obj) -> Optional[str]:
     entities, or an unannotated task, fits several)."""
     if not isinstance(obj, dict):
         return None
-    if isinstance(obj.get("data"), dict) and ("annotations" in obj or "predictions" in obj):
-        return "label-studio"
-    if isinstance(obj.get("label"), dict):
-        return "cluener"
-    if isinstance(obj.get("label"), list) or isinstance(obj.get("labels"), list):
-        return "doccano"
-    entities = obj.get("entities")
-    first = next((e for e in entities if isinstance(e, dict)), None) if isinstance(entities, list) else None
-    if first is None:
-        return None
-    if "start_idx" in first:
-        return "cmeee"
-    return "doccano" if "start_offset" in first else "jsonl"
+    return next((name for name, known in JSON_FORMATS.items() if known.shows(obj)), None)
 
 
 def json_format(path: str, objects: List[Tuple[int, object]]) -> str:
@@ -610,7 +618,7 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
     """``read_records`` of the file's ``text`` (its whole text when ``final``, else a first part of it,
     for which no record is no error and nothing is reported)."""
     policy = ErrorPolicy(on_error)
-    json_file = format in JSON_PARSERS or (format == "auto" and is_json_file(text))
+    json_file = format in JSON_FORMATS or (format == "auto" and is_json_file(text))
     objects = list(iter_json_objects(path, text, policy)) if json_file else None
     if format != "auto":
         fmt = format
@@ -629,12 +637,12 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             policy(error)
         return None
 
-    if fmt in JSON_PARSERS:
+    if fmt in JSON_FORMATS:
         seen: Dict[object, Record] = {}
         for line, obj in objects:
             where = f"{path}:{line}"
             record = add(where, lambda: parse_record(obj, fmt, where))
-            if record is not None and fmt in ANNOTATION_EXPORTS:
+            if record is not None and JSON_FORMATS[fmt].annotation_export:
                 _drop_duplicate(records, seen, obj, where)
             if limit and len(records) >= limit:
                 break
@@ -646,7 +654,7 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             if limit and len(records) >= limit:
                 break
     else:
-        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_PARSERS, *TAGGED_JOINERS])}")
+        raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_FORMATS, *TAGGED_JOINERS])}")
     if not final:
         return records
     policy.report(path)
@@ -654,9 +662,6 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
         left_out = f"; left out {policy.left_out_summary()}" if policy.left_out else ""
         raise DataError(f"{path}: no usable records (format {fmt}){left_out}")
     return records
-
-
-ANNOTATION_EXPORTS = ("doccano", "label-studio")
 
 
 def _drop_duplicate(records: List[Record], seen: Dict[object, Record], obj, where: str) -> None:

@@ -37,9 +37,17 @@ def doccano_line(payload: dict, model_version: str) -> dict:
     return line
 
 
-# name -> what a payload is written as (None: itself); label-studio's lines form one JSON array
-OUTPUT_FORMATS: Dict[str, Optional[Callable[[dict, str], dict]]] = {
-    "jsonl": None, "label-studio": label_studio_task, "doccano": doccano_line}
+class OutputFormat(NamedTuple):
+    convert: Optional[Callable[[dict, str], dict]]  # (payload, model version) -> what is written (None: itself)
+    array: bool = False  # the lines form one JSON array, not JSON lines
+    needs_interface: bool = False  # imported into a project that needs the labeling interface of the types
+
+
+# predict's --output-format choices
+OUTPUT_FORMATS: Dict[str, OutputFormat] = {
+    "jsonl": OutputFormat(None),
+    "label-studio": OutputFormat(label_studio_task, array=True, needs_interface=True),  # Label Studio imports arrays
+    "doccano": OutputFormat(doccano_line)}
 
 
 class ParsedLine(NamedTuple):
@@ -106,8 +114,8 @@ class PredictionWriter:
         self.sink = sink
         self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
         self.model_version = model_version
-        self.convert = OUTPUT_FORMATS[output_format]
-        self.array = output_format == "label-studio" if array is None else array
+        self.convert = OUTPUT_FORMATS[output_format].convert
+        self.array = OUTPUT_FORMATS[output_format].array if array is None else array
         self.count = 0
 
     def write(self, payload: dict) -> None:
@@ -238,7 +246,7 @@ def predict_file_share(extractor: "Extractor", input_path: str, output_path: str
     barrier()
     if rank == 0:
         with atomic_output(output_path) as joined:
-            if output_format == "label-studio":
+            if OUTPUT_FORMATS[output_format].array:
                 _join_as_array(parts, joined)
             else:
                 for name in parts:
