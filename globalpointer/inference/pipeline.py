@@ -144,17 +144,17 @@ def _compiled_network(resolved, config: RunConfig, settings):
         return None
     directory = resolved.path
     entry = compiled_program(directory, config)
-    program = entry and verified_program(entry)
-    if not program:
+    program_directory = entry and verified_program(entry)
+    if not program_directory:
         return None
     try:
-        network = BACKENDS["paddle-inference"].build(program, settings)
+        network = BACKENDS["paddle-inference"].build(program_directory, settings)
     except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
         last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
-        drop_compiled(program, f"it does not load: {last_line}")
+        drop_compiled(program_directory, f"it does not load: {last_line}")
         return None
     log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
-             directory, program)
+             directory, program_directory)
     return "paddle-inference", network
 
 
