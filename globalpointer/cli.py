@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import backend_names, dump_config, load_config
+from .config import InferenceConfig, ServeConfig, backend_names, dump_config, load_config
 from .errors import UserError, setup_logging
 from .files import TERMINATION, Terminated, check_output_files, stop_on_sigterm
 from .inference.file_prediction import OUTPUT_FORMATS
@@ -149,11 +149,11 @@ def inference_arguments(parser, service: bool = False):
     if service:
         parser.add_argument("--rows-per-pass", type=whole_number(1),
                             help="same as --set serve.rows_per_pass=...: rows of one forward pass, which concurrent "
-                                 "requests take turns at (default 8)")
+                                 f"requests take turns at (default {ServeConfig.rows_per_pass})")
     else:
         parser.add_argument("--batch-size", type=whole_number(1), default=0,
                             help="same as --set inference.batch_size=...: rows per forward pass (a row: one window, "
-                                 "or several short ones; default 64)")
+                                 f"or several short ones; default {InferenceConfig.batch_size})")
     parser.add_argument("--backend", choices=backend_names(), help="same as --set inference.backend=... (default: auto)")
 
 
@@ -318,8 +318,8 @@ def _serve(argv, prog) -> int:
     parser = argparse.ArgumentParser(prog=prog, description="The HTTP service: POST /v1/extract, GET /v1/labels, "
                                                              "GET /health, GET /docs.")
     inference_arguments(parser, service=True)
-    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="same as --set serve.port=... (default 8000)")
+    parser.add_argument("--host", help=f"same as --set serve.host=... (default {ServeConfig.host})")
+    parser.add_argument("--port", type=int, help=f"same as --set serve.port=... (default {ServeConfig.port})")
     parser.add_argument("--workers", type=int, help="same as --set serve.workers=... (default 0: one per CPU core; "
                                                     "1 on a GPU)")
     args = parser.parse_args(argv)
@@ -341,7 +341,7 @@ def _label_studio_backend(argv, prog) -> int:
                                                              "pre-annotations for every task opened, retraining on "
                                                              "the project's annotations (docs/annotation.md).")
     inference_arguments(parser, service=True)
-    parser.add_argument("--host", help="same as --set serve.host=... (default 127.0.0.1; another address needs "
+    parser.add_argument("--host", help=f"same as --set serve.host=... (default {ServeConfig.host}; another address needs "
                                        "basic authentication or --allow-unauthenticated)")
     parser.add_argument("--port", type=int, help=f"same as --set serve.port=... (default {LABEL_STUDIO_PORT}, the "
                                                  f"port of Label Studio's examples)")
