@@ -1,4 +1,4 @@
-"""The commands' flags: each means one key, the same key in every command that has it."""
+"""The commands' flags (each means one key, the same key in every command that has it) and how they stop."""
 import importlib
 
 import pytest
@@ -22,3 +22,24 @@ def test_a_service_takes_rows_per_pass_and_no_batch_size(command, module, functi
     with pytest.raises(SystemExit) as stopped:
         main([command, "--model", str(model), "--batch-size", "4"])
     assert stopped.value.code == 2 and "--batch-size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fault, message", [(MemoryError(), "out of memory loading the model in a worker process"),
+                                            (None, "error: checkpoint directory not found")])
+def test_a_worker_that_cannot_load_says_why_in_one_line(fault, message, monkeypatch, tmp_path, capsys):
+    """serve's worker processes stop the supervisor with one line, not a trace, whatever stops the load."""
+    import json
+
+    from uvicorn.config import STARTUP_FAILURE
+
+    from globalpointer.deploy import serve
+    from globalpointer.inference import pipeline
+
+    if fault is not None:
+        monkeypatch.setattr(pipeline, "load", lambda **_: (_ for _ in ()).throw(fault))
+    monkeypatch.setenv(serve.WORKER_ARGS, json.dumps({"model": str(tmp_path / "missing"), "overrides": [],
+                                                      "backend": None}))
+    with pytest.raises(SystemExit) as stopped:
+        serve.worker_app()
+    err = capsys.readouterr().err
+    assert stopped.value.code == STARTUP_FAILURE and message in err and "Traceback" not in err

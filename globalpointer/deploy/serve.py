@@ -207,6 +207,11 @@ def worker_app():
     except UserError as error:  # the same in every worker: the supervisor stops instead of restarting it
         print(f"error: {error}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
+    except MemoryError as error:  # Python's, and Paddle's ResourceExhausted
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no memory left"
+        print(f"error: out of memory loading the model in a worker process ({detail}); each worker holds a copy "
+              f"of it: run fewer (--workers, serve.workers) or on a machine with more memory", file=sys.stderr)
+        sys.exit(STARTUP_FAILURE)
     for number, handler in handlers.items():
         signal.signal(number, handler)
     return create_app(ner, ner.config.serve, credentials_from_environment())
