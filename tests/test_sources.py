@@ -140,7 +140,7 @@ def trained_without_org(tmp_path):
     return tmp_path / "first" / "best"
 
 
-def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_path):
+def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_path, caplog):
     from globalpointer.checkpoint import load_checkpoint
     from globalpointer.data.batching import collate
     from globalpointer.model.network import build_network, model_inputs
@@ -153,8 +153,10 @@ def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_pat
                  "max_length": 24, "window_overlap": 8},
         "model": {"encoder": "tiny", "head_size": 16}, "train": {"init_from": str(first), "seed": 3},
         "device": "cpu", "output_dir": str(tmp_path / "second")}))
-    state = prepare(config, False, build_network, False, False)
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        state = prepare(config, False, build_network, False, False)
     assert state.labels == ["LOC", "PER", "ORG"]  # the trained types keep their places
+    assert "no training file annotates LOC, PER" in caplog.text  # they would forget: said before the run
     old = load_checkpoint(str(first)).network
     state.network.eval()
     batch = model_inputs(collate(state.windows[:8], state.featurizer.pad_id))

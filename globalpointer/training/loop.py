@@ -110,6 +110,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
     planes = annotated_planes(train_records, labels)
+    if start is not None:
+        warn_untaught(start.trained_for.labels, planes, config.model.head)
     if planes is not None and not HEADS[config.model.head].span_scores:
         raise ConfigError(f"model.head={config.model.head} learns every type at every token, so it cannot leave out "
                           f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
@@ -163,6 +165,18 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
              ", ".join(added) or "none")
     return start.encoder, start, known + added
+
+
+def warn_untaught(trained: List[str], planes, head: str) -> None:
+    """The trained types no training file annotates forget (measured in docs/merging.md): said before
+    the run, not found after it."""
+    untaught = [label for index, label in enumerate(trained) if planes is not None and not planes[:, index].any()]
+    if untaught:
+        shared = (" and the span scores all types share (model.head=efficient_global_pointer) learn the new types: "
+                  "theirs can vanish" if head == "efficient_global_pointer" else " learns the new types")
+        log.warning("train.init_from: no training file annotates %s; they have no example here, and their scores "
+                    "drift as the encoder%s. Add their training files, declared for them (docs/merging.md)",
+                    ", ".join(untaught), shared)
 
 
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
