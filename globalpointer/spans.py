@@ -50,9 +50,14 @@ def from_input(span: TokenSpan, first_token: int) -> TokenSpan:
     return span._replace(start=span.start + shift, end=span.end + shift)
 
 
+def characters(span, offsets: Sequence[Tuple[int, int]]) -> Tuple[int, int]:
+    """The end-exclusive characters of a span over tokens (its ``start`` and ``end`` token, included:
+    a TokenSpan, or a tagged file's data.tags.TaggedSpan) with these (start, end) character offsets."""
+    return offsets[span.start][0], offsets[span.end][1]
+
+
 def to_entity(span: TokenSpan, offsets: Sequence[Tuple[int, int]], labels: Sequence[str]) -> Entity:
-    """The entity of a span over tokens with these (start, end) character offsets (end exclusive)."""
-    return Entity(offsets[span.start][0], offsets[span.end][1], labels[span.type], span.score)
+    return Entity(*characters(span, offsets), labels[span.type], span.score)
 
 
 class TokenIndex:

@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import DataError, json_failure
 from ..files import atomic_write_text
-from ..spans import Entity, Record
+from ..spans import Entity, Record, characters
 from .tags import tags_to_spans
 
 log = logging.getLogger(__name__)
@@ -279,10 +279,10 @@ def check_entity_keys(obj, fmt: str, where: str) -> None:
     if not isinstance(obj, dict):
         return
     own = JSON_FORMATS[fmt].entity_keys
-    every = sorted({key for known in JSON_FORMATS.values() for key in known.entity_keys})
     for key, value in obj.items():
         if key in own or not isinstance(value, (list, dict)):
             continue
+        every = sorted({name for known in JSON_FORMATS.values() for name in known.entity_keys})  # rarely reached
         if key in every:
             raise DataError(f"{where}: {key!r} holds entities in another format than {fmt}, which reads "
                             f"{' or '.join(own)}; set data.format to the file's format, or fix the record")
@@ -541,8 +541,7 @@ def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: 
         offsets.append((position, position + len(token)))
         position += len(token) + len(joiner)
     text = joiner.join(tokens)
-    entities = [Entity(offsets[span.start][0], offsets[span.end][1], span.type)
-                for span in tags_to_spans(tags, where, repair)]
+    entities = [Entity(*characters(span, offsets), span.type) for span in tags_to_spans(tags, where, repair)]
     if not text.strip():
         raise DataError(f"{where[0]}: the sentence is only whitespace")
     return Record(text, entities, where[0])
