@@ -13,7 +13,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import InferenceConfig, ServeConfig, backend_names, dump_config, load_config
-from .errors import UserError, setup_logging
+from .errors import UserError, memory_detail, setup_logging
 from .files import TERMINATION, Terminated, check_output_files, stop_on_sigterm
 from .inference.file_prediction import OUTPUT_FORMATS
 from .runtime import launch_position
@@ -95,8 +95,7 @@ def _run(main, argv: Optional[List[str]], prog: str) -> int:
               f"finished file was replaced by a part of one)", file=sys.stderr)
         return 2
     except MemoryError as error:  # Python's, and Paddle's ResourceExhausted (a MemoryError too)
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no memory left"
-        print(f"error: out of memory ({detail}); predict or train fewer rows at a time (--batch-size, "
+        print(f"error: out of memory ({memory_detail(error)}); predict or train fewer rows at a time (--batch-size, "
               f"inference.batch_size, train.batch_size), shorter windows (data.max_length), or on a machine with "
               f"more memory", file=sys.stderr)
         return 2
@@ -261,7 +260,6 @@ def _predict(argv, prog):
 
 
 def _export(argv, prog) -> int:
-    from .checkpoint import resolve_model
     from .deploy.export import OPENVINO_CALIBRATION_TEXTS, export_checkpoint, verify_int8
 
     parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
@@ -285,10 +283,7 @@ def _export(argv, prog) -> int:
     args = parser.parse_args(argv)
     if args.verify and args.quantize != "int8":
         raise UserError("--verify compares float32 with int8: add --quantize int8")
-    checkpoint = resolve_model(args.model)
-    if checkpoint.export:
-        raise UserError(f"--model {args.model} is an export already; export its checkpoint (RUN_DIR/best)")
-    files = export_checkpoint(checkpoint, args.output, args.onnx, args.opset, args.quantize,
+    files = export_checkpoint(args.model, args.output, args.onnx, args.opset, args.quantize,
                               requested=args.model, openvino_calibration=args.openvino_calibration)
     print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
     if args.verify:

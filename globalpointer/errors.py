@@ -20,6 +20,12 @@ def json_failure(error: BaseException) -> str:
     return str(error).split(";")[0]
 
 
+def memory_detail(error: MemoryError) -> str:
+    """What ran out, in one line (Paddle's ResourceExhausted carries a C++ trace after it)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else "no memory left"
+
+
 class UserError(Exception):
     """Something the user can fix; the message says what and where."""
 

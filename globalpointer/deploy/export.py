@@ -25,7 +25,7 @@ from typing import Iterator, List, Optional
 import paddle
 from paddle.static import InputSpec
 
-from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint
+from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, resolve_model
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
@@ -110,8 +110,11 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     ``openvino_calibration``: with ``quantize="int8"``, a file whose texts OpenVINO's INT8 model is
     calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
     compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs).
-    ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``."""
-    model, checkpoint = checkpoint, getattr(checkpoint, "path", checkpoint)
+    ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``; an export is refused."""
+    model = resolve_model(checkpoint)
+    if model.export:
+        raise UserError(f"{requested or model.path} is an export already; export its checkpoint (RUN_DIR/best)")
+    checkpoint = model.path
     check_paddle_exports()
     if openvino_calibration and quantize != "int8":
         raise UserError("--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8")
@@ -158,7 +161,7 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
-    from ..checkpoint import compiled_program, network_settings, resolve_model, verified_program
+    from ..checkpoint import compiled_program, network_settings, verified_program
     from ..config import load_config
 
     resolved = resolve_model(model)

@@ -195,7 +195,7 @@ def worker_app():
     process checked it, from the arguments it handed over in ``WORKER_ARGS``."""
     from uvicorn.config import STARTUP_FAILURE
 
-    from ..errors import UserError, setup_logging
+    from ..errors import UserError, memory_detail, setup_logging
     from ..inference.pipeline import load
 
     setup_logging()
@@ -208,8 +208,7 @@ def worker_app():
         print(f"error: {error}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
     except MemoryError as error:  # Python's, and Paddle's ResourceExhausted
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no memory left"
-        print(f"error: out of memory loading the model in a worker process ({detail}); each worker holds a copy "
+        print(f"error: out of memory loading the model in a worker process ({memory_detail(error)}); each worker holds a copy "
               f"of it: run fewer (--workers, serve.workers) or on a machine with more memory", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
     for number, handler in handlers.items():
