@@ -182,3 +182,17 @@ def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
                        "model.head=efficient_global_pointer"]) == 2
     assert "was trained with model.head=global_pointer, the config says efficient_global_pointer" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head, shared", [("global_pointer", False), ("efficient_global_pointer", True)])
+def test_the_untaught_types_warning_names_what_drifts(head, shared, caplog):
+    from globalpointer.training.loop import warn_untaught
+
+    planes = np.array([[0, 1, 1], [0, 0, 1]], dtype="float32")  # LOC annotated by no file; PER by one; ORG new
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        warn_untaught(["LOC", "PER"], planes, head)
+    assert "no training file annotates LOC;" in caplog.text
+    assert ("span scores all types share" in caplog.text) == shared
+    caplog.clear()
+    warn_untaught(["LOC", "PER"], np.ones((2, 3), dtype="float32"), head)
+    assert caplog.text == ""

@@ -131,6 +131,7 @@ class HeadSpec(NamedTuple):
     export apply to it)."""
     build: Callable[..., nn.Layer]  # (hidden_size, num_types, head_size=, rope=, tril_mask=, loss=)
     span_scores: bool
+    shared_scores: bool = False  # part of every type's score is one term all types share
 
 
 def _tagger(crf: bool):
@@ -144,7 +145,7 @@ def _tagger(crf: bool):
 # The one list of heads: config.py's model.head choices and every check by kind come from it.
 HEADS: Dict[str, HeadSpec] = {
     "global_pointer": HeadSpec(GlobalPointer, True),
-    "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, True),
+    "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, True, shared_scores=True),
     "softmax_tagger": HeadSpec(_tagger(crf=False), False),
     "crf_tagger": HeadSpec(_tagger(crf=True), False),
 }

@@ -110,7 +110,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
     planes = annotated_planes(train_records, labels)
-    if start is not None:
+    if start is not None and planes is not None:
         warn_untaught(start.trained_for.labels, planes, config.model.head)
     if planes is not None and not HEADS[config.model.head].span_scores:
         raise ConfigError(f"model.head={config.model.head} learns every type at every token, so it cannot leave out "
@@ -167,13 +167,13 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     return start.encoder, start, known + added
 
 
-def warn_untaught(trained: List[str], planes, head: str) -> None:
+def warn_untaught(trained: List[str], planes: np.ndarray, head: str) -> None:
     """The trained types no training file annotates forget (measured in docs/merging.md): said before
     the run, not found after it."""
-    untaught = [label for index, label in enumerate(trained) if planes is not None and not planes[:, index].any()]
+    untaught = [label for index, label in enumerate(trained) if not planes[:, index].any()]
     if untaught:
-        shared = (" and the span scores all types share (model.head=efficient_global_pointer) learn the new types: "
-                  "theirs can vanish" if head == "efficient_global_pointer" else " learns the new types")
+        shared = (f" and the span scores all types share (model.head={head}) learn the new types: theirs can vanish"
+                  if HEADS[head].shared_scores else " learns the new types")
         log.warning("train.init_from: no training file annotates %s; they have no example here, and their scores "
                     "drift as the encoder%s. Add their training files, declared for them (docs/merging.md)",
                     ", ".join(untaught), shared)
