@@ -22,6 +22,7 @@ from .files import (FORMAT_VERSION, cache_directory, check_format_version, parti
                     swap_in_directory)
 from .model.backends import EXPORT_INFO, check_export_format, is_export
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
+from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
 from .model.weights import save_state
 
@@ -133,7 +134,7 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
     if wrong:
         raise CheckpointError(f"{path}: {key} must be JSON numbers, got {', '.join(wrong)}: {fix}")
     if key == "thresholds":  # logits
-        values = [0.5 * (1 + math.tanh(value / 2)) if math.isfinite(value) else math.nan for value in values]
+        values = [float(sigmoid(value)) if math.isfinite(value) else math.nan for value in values]
     if not all(0 < value < 1 for value in values) or set(scores) != set(labels):
         raise CheckpointError(f"{path} needs one minimum score between 0 and 1 (exclusive) for each of "
                               f"{', '.join(labels)}: {fix}")
@@ -142,7 +143,8 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
 
 def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
     """Everything of a checkpoint or export directory but the weights: its config, what it was trained
-    for (types, tokenization) and its tokenizer.  An override of what training fixed (the types, the tokenization) is an error, not ignored."""
+    for (types, tokenization) and its tokenizer.  An override of what training fixed (the types, the
+    tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
     config = load_config(os.path.join(directory, "config.yaml"), overrides, saved=True)
     try:

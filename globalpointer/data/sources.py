@@ -103,11 +103,16 @@ def _entry(item: Any, name: str) -> DataSource:
     return DataSource(path, format_, list(types), dict(rename))
 
 
-def source_paths(value: Sources) -> List[str]:
-    """The files a ``data.*`` value reads."""
+def source_entries(value: Sources) -> List[DataSource]:
+    """A ``data.*`` value as entries: a plain path is an entry of every type."""
     if not value:
         return []
-    return [value] if isinstance(value, str) else [source.path for source in value]
+    return [DataSource(value)] if isinstance(value, str) else list(value)
+
+
+def source_paths(value: Sources) -> List[str]:
+    """The files a ``data.*`` value reads."""
+    return [source.path for source in source_entries(value)]
 
 
 def declared_types(records: Sequence[Record]) -> Optional[List[str]]:

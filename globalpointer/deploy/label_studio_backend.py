@@ -277,6 +277,7 @@ class Trainer:
         from ..config import dump_config, load_config
         from ..corpus import load_records
         from ..data.readers import write_jsonl_records
+        from ..data.sources import source_entries
         from ..files import atomic_write_text
 
         directory = self._next_round()
@@ -295,8 +296,7 @@ class Trainer:
         declared = {"types": list(project["labels"])} if set(project["labels"]) != set(labels) else {}
         if isinstance(base.data.train, list) or declared:  # entries keep what each file declares
             write_jsonl_records(annotated, os.path.join(directory, "train.jsonl"))
-            entries = as_entries(base.data.train, base.data.format) if isinstance(base.data.train, list) else \
-                [{"path": base.data.train, "format": base.data.format}] if base.data.train else []
+            entries = as_entries(source_entries(base.data.train), base.data.format)
             entries.append({"path": os.path.join(directory, "train.jsonl"), "format": "jsonl", **declared})
             settings.append(f"data.train={json.dumps(entries)}")
         else:
