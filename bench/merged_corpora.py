@@ -11,12 +11,12 @@ Prints CLUENER dev F1 per type and micro, and MSRA test F1 per type and micro, f
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from common import SHARED  # noqa: E402
+from partial_types import train_run  # noqa: E402  (the same runner)
 
 RENAME = {"PER": "name", "LOC": "address", "ORG": "organization"}
 
@@ -36,13 +36,9 @@ def first_sentences(path, count, out):
 
 
 def train(run, overrides):
-    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", os.path.join(ROOT, "configs", "cluener.yaml"),
-               "--set", f"output_dir={run}", "--overwrite"]
-    for item in overrides:
-        command += ["--set", item]
-    with open(os.path.join(os.path.dirname(run), os.path.basename(run) + ".log"), "w") as log:
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
-    return json.load(open(os.path.join(run, "dev_report.json"))), json.load(open(os.path.join(run, "test_report.json")))
+    """(dev report, test report) of ``configs/cluener.yaml`` trained with ``overrides`` into ``run``."""
+    dev = train_run(run, overrides, config=os.path.join(ROOT, "configs", "cluener.yaml"))
+    return dev, json.load(open(os.path.join(run, "test_report.json")))
 
 
 def main():

@@ -19,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from partial_types import cluener_lines, train_quickstart as train, write  # noqa: E402  (the same runs)
+from partial_types import cluener_lines, train_run as train, write  # noqa: E402  (the same runs)
 
 LABELS = ["address", "book", "company", "game", "government", "movie", "name", "organization", "position", "scene"]
 

@@ -37,14 +37,15 @@ def write(path, lines):
     return path
 
 
-def train_quickstart(run, overrides, extra=(), config=os.path.join(ROOT, "configs", "quickstart.yaml")):
-    """``train.py`` with ``config`` (the quickstart's) and ``overrides`` (``--set`` items) into ``run``;
-    its dev report."""
+def train_run(run, overrides, extra=(), config=os.path.join(ROOT, "configs", "quickstart.yaml")):
+    """``train.py`` with ``config`` (the quickstart's) and ``overrides`` (``--set`` items) into ``run``,
+    its output in ``run``.log; its dev report."""
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", config,
                "--set", f"output_dir={run}", "--overwrite", *extra]
     for item in overrides:
         command += ["--set", item]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(run + ".log", "w") as log:
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
     return json.load(open(os.path.join(run, "dev_report.json")))
 
 
@@ -67,7 +68,7 @@ def main():
     scores = {row: [] for row in rows}
     for seed in args.seeds.split(","):
         for row, train in rows.items():
-            report = train_quickstart(os.path.join(args.out, f"{row}-s{seed}"), [
+            report = train_run(os.path.join(args.out, f"{row}-s{seed}"), [
                 f"data.train={train}", f"data.dev={dev}", f"data.labels={json.dumps(list(TYPES))}",
                 f"train.seed={seed}", *args.set])
             found = {kind: report["per_type"][kind]["f1"] * 100 for kind in TYPES}
