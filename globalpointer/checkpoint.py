@@ -16,7 +16,8 @@ import os
 import shutil
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from .config import RUN_TIME_SECTIONS, RunConfig, dump_config, load_config
+from .config import (RUN_TIME_SECTIONS, RunConfig, dump_config, flatten_config, load_config, override_key,
+                     override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (FORMAT_VERSION, cache_directory, check_format_version, partial_directory, previous_versions,
                     swap_in_directory)
@@ -48,6 +49,34 @@ class TrainedFor(NamedTuple):
         if decode != "auto":
             return decode
         return "flat" if self.overlapping is False else "nested"
+
+
+# The keys of what a model is (its types, how it reads text, its network): a checkpoint's config records
+# them as trained, and no reader may change them (the weights hold them)
+MODEL_RECORD_KEYS = ("data.labels", "data.tokenization", "model.encoder", "model.head", "model.head_size",
+                     "model.rope", "model.tril_mask")
+
+
+def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
+    """``config`` with what training resolved in place of what was asked for: the types in the model's
+    output order and the tokenization ``auto`` became.  What a checkpoint's config.yaml records, and
+    what every reader of the checkpoint reads."""
+    return dataclasses.replace(config, data=dataclasses.replace(
+        config.data, labels=list(trained_for.labels), tokenization=trained_for.tokenization))
+
+
+def check_record_overrides(directory: str, config: RunConfig, overrides) -> None:
+    """An override of what the model is (``MODEL_RECORD_KEYS``) to another value than the checkpoint's
+    is an error, not ignored: the weights were trained as the record says."""
+    recorded = flatten_config(config)
+    for item in overrides or []:
+        key, value = override_key(item), None
+        if key in MODEL_RECORD_KEYS:
+            value = flatten_config(load_config(overrides=[item], overrides_from=None))[key]
+        if key in MODEL_RECORD_KEYS and value != recorded[key] and not (key == "data.tokenization" and value == "auto"):
+            raise ConfigError(f"--set {override_text(item)}: the model in {directory} was trained with {key}="
+                              f"{yaml_scalar(recorded[key])}; what a model is cannot change without training "
+                              f"(leave {key} out, or train a new model)")
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,
@@ -141,12 +170,23 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
     return [float(value) for value in values]
 
 
+def read_config(path: str) -> RunConfig:
+    """A config file as every reader reads it: the config.yaml of a model directory is the model's
+    record (``load_without_weights``: its types and tokenization as trained, its paths as saved); any
+    other file is a user's config (its relative paths read from its folder)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path) == "config.yaml" and all(os.path.isfile(os.path.join(directory, name))
+                                                       for name in METADATA_FILES):
+        return load_without_weights(directory)[0]
+    return load_config(path)
+
+
 def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
     """Everything of a checkpoint or export directory but the weights: its config, what it was trained
     for (types, tokenization) and its tokenizer.  An override of what training fixed (the types, the
     tokenization) is an error, not ignored."""
     _check_files(directory, METADATA_FILES)
-    config = load_config(os.path.join(directory, "config.yaml"), overrides, saved=True)
+    record = load_config(os.path.join(directory, "config.yaml"), saved=True)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
@@ -155,16 +195,14 @@ def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[R
     if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    labels = _read_labels(directory)
+    trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"))
+    # labels.json and checkpoint.json are what the weights were trained as (a config.yaml of an earlier
+    # version may list the types in another order, or say auto)
+    record = trained_config(record, trained_for)
+    check_record_overrides(directory, record, overrides)
+    config = with_overrides(record, overrides, overrides_from="--set")
     check_position_limit(config, saved_position_limit(directory))
-    tokenization = info["tokenization"]
-    if config.data.labels and list(config.data.labels) != labels:
-        raise ConfigError(f"data.labels: the model in {directory} was trained for {', '.join(labels)}; its types "
-                          f"cannot change without training (leave data.labels out, or train a new model)")
-    if config.data.tokenization not in ("auto", tokenization):
-        raise ConfigError(f"data.tokenization: the model in {directory} was trained with {tokenization} tokens; "
-                          f"it cannot read {config.data.tokenization} tokens (leave data.tokenization out)")
-    return config, TrainedFor(labels, tokenization, info.get("overlapping_entities")), tokenizer
+    return config, trained_for, tokenizer
 
 
 def _read_info(directory: str) -> dict:

@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import InferenceConfig, ServeConfig, backend_names, dump_config, load_config
+from .config import InferenceConfig, ServeConfig, backend_names, dump_config, load_config, override_key
 from .errors import UserError, memory_detail, setup_logging
 from .files import TERMINATION, Terminated, check_output_files, stop_on_sigterm
 from .inference.file_prediction import OUTPUT_FORMATS
@@ -119,7 +119,7 @@ def _train(argv, prog):
                         help="same as --set train.init_from=...: start from a trained model, adding the new types of "
                              "data.labels")
     args = parser.parse_args(argv)
-    config = load_config(args.config, args.set + ([f"train.init_from={args.init_from}"] if args.init_from else []))
+    config = load_config(args.config, args.set + ([("train.init_from", args.init_from)] if args.init_from else []))
     if args.print_config:
         sys.stdout.write(dump_config(config))
         return 0
@@ -174,7 +174,7 @@ def _evaluate(argv, prog):
     from .inference.file_prediction import count_lines
 
     if args.format:
-        args.set.append(f"data.format={args.format}")
+        args.set.append(("data.format", args.format))
     model = resolve_model(args.model)
     if args.data and os.path.isfile(args.data):
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.data))
@@ -302,7 +302,7 @@ def _calibrate(argv, prog) -> int:
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
     args = parser.parse_args(argv)
     if args.format:
-        args.set.append(f"data.format={args.format}")
+        args.set.append(("data.format", args.format))
     print(format_calibration(calibrate(load_for_inference(args), args.data)))
     return 0
 
@@ -320,7 +320,7 @@ def _serve(argv, prog) -> int:
     args = parser.parse_args(argv)
     settings = (("host", args.host), ("port", args.port), ("workers", args.workers),
                 ("rows_per_pass", args.rows_per_pass))
-    run_service(args.model, args.set + [f"serve.{key}={value}" for key, value in settings if value is not None],
+    run_service(args.model, args.set + [(f"serve.{key}", value) for key, value in settings if value is not None],
                 args.backend)
     return 0
 
@@ -353,11 +353,11 @@ def _label_studio_backend(argv, prog) -> int:
                              "with basic authentication takes both from Label Studio's /setup")
     args = parser.parse_args(argv)
     check_not_input(args.work_dir, "--work-dir", [args.model])
-    if args.port is None and not any(item.startswith("serve.port=") for item in args.set):
+    if args.port is None and not any(override_key(item) == "serve.port" for item in args.set):
         args.port = LABEL_STUDIO_PORT
     settings = (("serve.host", args.host), ("serve.port", args.port), ("inference.backend", args.backend),
                 ("serve.rows_per_pass", args.rows_per_pass))
-    run_backend(args.model, args.set + [f"{key}={value}" for key, value in settings if value is not None],
+    run_backend(args.model, args.set + [(key, value) for key, value in settings if value is not None],
                 args.work_dir, args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
                 os.environ.get("LABEL_STUDIO_API_KEY", ""), args.allow_unauthenticated)
     return 0

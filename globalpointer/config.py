@@ -9,7 +9,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import yaml
 
@@ -315,8 +315,22 @@ def _build(cls, values: Dict[str, Any], path: List[str]):
     return cls(**kwargs)
 
 
-def to_dict(config) -> Dict[str, Any]:
-    return dataclasses.asdict(config)
+def to_dict(config: RunConfig) -> Dict[str, Any]:
+    """The config as plain data, as a file would hold it: ``load_config(base=to_dict(config))`` is
+    ``config`` again."""
+    tree = dataclasses.asdict(config)
+    for key in ("train", "dev", "test"):
+        value = getattr(config.data, key)
+        if isinstance(value, list):
+            tree["data"][key] = [source.as_entry() for source in value]
+    return tree
+
+
+def with_overrides(config: RunConfig, overrides: Optional[Sequence["Override"]],
+                   overrides_from: Optional[str] = "--set") -> RunConfig:
+    """``config`` with ``overrides`` applied and checked, as ``load_config`` applies them to a file."""
+    return load_config(base=to_dict(config), overrides=overrides, overrides_from=overrides_from) if overrides \
+        else config
 
 
 def flatten_config(config) -> Dict[str, Any]:
@@ -334,12 +348,31 @@ def flatten_config(config) -> Dict[str, Any]:
     return flat
 
 
-def _parse_override(item: str):
+# An override: "KEY=VALUE" as --set writes it (the value read as YAML, as in a file), or (KEY, value) as a
+# flag or a program gives it: a value, never YAML text to read again (a path "runs/base #2" stays whole)
+Override = Union[str, Tuple[str, Any]]
+
+
+def override_text(item: Override) -> str:
+    """How messages name an override: as the user wrote it, or KEY=VALUE."""
+    return item if isinstance(item, str) else f"{item[0]}={item[1]}"
+
+
+def override_key(item: Override) -> str:
+    """The dotted key an override sets."""
+    return ".".join(_parse_override(item)[0])
+
+
+def _parse_override(item: Override):
+    if not isinstance(item, str):
+        return item[0].strip().split("."), item[1]
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.lr=3e-5")
     key, raw = item.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""
+    except DuplicateKey as error:  # as in a file: YAML would keep the last silently
+        raise ConfigError(f"--set {item}: {str(error).split(', on lines')[0]}; write it once") from None
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -421,14 +454,8 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
     for dotted in PATH_KEYS:
         *sections, key = dotted.split(".")
         node = tree.get(sections[0]) if sections else tree
-        value = node.get(key) if isinstance(node, dict) else None
-        if isinstance(value, str) and value.strip():
-            node[key] = os.path.normpath(os.path.join(folder, os.path.expanduser(value)))
-        for index, entry in enumerate(value if isinstance(value, list) else []):  # data entries
-            if isinstance(entry, str) and entry.strip():
-                value[index] = os.path.normpath(os.path.join(folder, os.path.expanduser(entry)))
-            elif isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"].strip():
-                entry["path"] = os.path.normpath(os.path.join(folder, os.path.expanduser(entry["path"])))
+        if isinstance(node, dict) and key in node:
+            node[key] = absolute_paths(node[key], folder)
     model = tree.get("model")
     encoder = model.get("encoder") if isinstance(model, dict) else None
     if isinstance(encoder, str) and encoder and not os.path.isabs(encoder) and \
@@ -436,7 +463,24 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
         model["encoder"] = os.path.normpath(os.path.join(folder, encoder))
 
 
-def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = None,
+def absolute_paths(value: Any, folder: str) -> Any:
+    """The value of a PATH_KEYS key with its relative paths (a path, or data entries' paths) read from
+    ``folder``; anything else as it is (building the config judges it)."""
+    def absolute(path):
+        return os.path.normpath(os.path.join(folder, os.path.expanduser(path))) if path.strip() else path
+
+    if isinstance(value, str):
+        return absolute(value)
+    if isinstance(value, list):  # data entries
+        return [absolute_paths(entry, folder) if isinstance(entry, (str, DataSource)) else
+                {**entry, "path": absolute(entry["path"])} if isinstance(entry, dict) and
+                isinstance(entry.get("path"), str) else entry for entry in value]
+    if isinstance(value, DataSource):
+        return dataclasses.replace(value, path=absolute(value.path))
+    return value
+
+
+def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Override]] = None,
                 base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set",
                 saved: bool = False) -> RunConfig:
     """Defaults <- ``base`` (e.g. a checkpoint's config) <- YAML file <- ``--set`` overrides.  An error in
@@ -461,9 +505,11 @@ def load_config(path: Optional[str] = None, overrides: Optional[List[str]] = Non
     for item in overrides or []:
         keys, value = _parse_override(item)
         if keys == ["model", "threshold"]:
-            raise ConfigError(f"--set {item}: {min_score_hint(value)}")
+            raise ConfigError(f"--set {override_text(item)}: {min_score_hint(value)}")
+        if ".".join(keys) in PATH_KEYS:  # PATH_RULE: from the current folder, so a saved config means the same
+            value = absolute_paths(value, os.getcwd())
         _set_nested(tree, keys, value)
-        set_by[".".join(keys)] = item
+        set_by[".".join(keys)] = override_text(item)
     where = f" (in {path})" if path else ""
     _move_renamed(tree, where)
     _convert_logit_threshold(tree, where)
@@ -559,8 +605,7 @@ def require_files(config: RunConfig, keys: List[str]) -> None:
 def yaml_scalar(value) -> str:
     """One value as YAML on one line, as a config file or ``--set`` writes it (data entries as mappings)."""
     if isinstance(value, list):
-        value = [{k: v for k, v in dataclasses.asdict(item).items() if v} if isinstance(item, DataSource) else item
-                 for item in value]
+        value = [item.as_entry() if isinstance(item, DataSource) else item for item in value]
     return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...")
 
 

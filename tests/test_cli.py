@@ -4,6 +4,7 @@ import importlib
 import pytest
 
 from globalpointer.cli import main
+from globalpointer.config import override_key
 
 
 @pytest.mark.parametrize("command, module, function", [
@@ -17,8 +18,8 @@ def test_a_service_takes_rows_per_pass_and_no_batch_size(command, module, functi
     model = tmp_path / "best"
     monkeypatch.chdir(tmp_path)
     assert main([command, "--model", str(model), "--rows-per-pass", "4"]) == 0
-    assert "serve.rows_per_pass=4" in started[0][1]
-    assert not any(item.startswith("inference.batch_size") for item in started[0][1])
+    assert ("serve.rows_per_pass", 4) in started[0][1]
+    assert not any(override_key(item) == "inference.batch_size" for item in started[0][1])
     with pytest.raises(SystemExit) as stopped:
         main([command, "--model", str(model), "--batch-size", "4"])
     assert stopped.value.code == 2 and "--batch-size" in capsys.readouterr().err

@@ -207,3 +207,16 @@ def test_config_not_in_utf8(tmp_path, capsys):
     path.write_bytes("output_dir: runs/ü\n".encode("latin-1"))
     assert train_main(["--config", str(path)]) == 2
     assert "config.yaml: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_key_written_twice_in_a_set_value_is_refused_as_in_a_file():
+    with pytest.raises(ConfigError, match=r"--set data.train=.*'PER' is written twice; write it once"):
+        load_config(overrides=["data.train=[{path: a.txt, types: [name, address], rename: {PER: name, PER: address}}]"])
+
+
+def test_entries_mean_what_they_say():
+    """types: [] would annotate no type at all; a file listed twice would be read and scored twice."""
+    with pytest.raises(ConfigError, match=r"data.train\[0\].types: \[\] names no type; leave types out"):
+        load_config(overrides=["data.train=[{path: a.txt, types: []}]"])
+    with pytest.raises(ConfigError, match=r"data.dev\[1\]: .*a.txt is data.dev\[0\] again; list each file once"):
+        load_config(overrides=["data.dev=[a.txt, {path: ./a.txt, types: [PER]}]"])

@@ -22,8 +22,13 @@ def test_a_configs_paths_are_read_from_its_folder_wherever_it_runs(tmp_path, mon
     assert config.data.train == str(project / "data" / "train.jsonl") and config.output_dir == str(project / "runs/x")
     assert config.data.dev == ""
     require_files(config, ["train"])
-    # --set is a command-line argument: the current folder
-    assert load_config("../project/configs/run.yaml", ["output_dir=mine"]).output_dir == "mine"
+    # --set is a command-line argument: the current folder, made absolute so that a saved config means the same
+    # wherever it is read; a flag's value is a value, never YAML text ("#" starts no comment in it)
+    assert load_config("../project/configs/run.yaml", ["output_dir=mine"]).output_dir == str(elsewhere / "mine")
+    assert load_config("../project/configs/run.yaml", [("train.init_from", "models/base #2")]).train.init_from == \
+        str(elsewhere / "models" / "base #2")
+    entries = load_config(overrides=['data.train=[a.jsonl, {path: b.jsonl, types: [PER]}]']).data.train
+    assert [entry.path for entry in entries] == [str(elsewhere / "a.jsonl"), str(elsewhere / "b.jsonl")]
 
 
 def test_a_missing_file_names_the_absolute_path_and_the_rule(tmp_path, monkeypatch):

@@ -211,20 +211,23 @@ def test_head_initialisation_does_not_depend_on_encoder_loading(tmp_path, monkey
     np.testing.assert_array_equal(initial[0], initial[1])
 
 
-def test_the_config_stays_as_written_and_the_record_holds_what_training_resolved(trained, tmp_path, capsys):
+def test_the_saved_config_holds_what_training_resolved(trained, tmp_path, capsys):
+    """What a run saves is what it trained (the types in the model's order, the tokenization auto
+    became, absolute paths), so that every reader reads one record; the user's file is untouched."""
     import yaml
 
     written = yaml.safe_load(open(trained / "config.yaml"))
     assert "labels" not in written["data"] and "tokenization" not in written["data"]
     for saved in (trained / "run" / "config.yaml", trained / "run" / "best" / "config.yaml"):
         data = yaml.safe_load(open(saved))["data"]
-        assert data["labels"] == [] and data["tokenization"] == "auto"  # the defaults, not what they became
+        assert data["labels"] == ["LOC", "ORG", "PER"] and data["tokenization"] == "char"
+        assert os.path.isabs(data["train"]) and os.path.isfile(data["train"])
     assert json.load(open(trained / "run" / "best" / "labels.json")) == ["LOC", "ORG", "PER"]
     assert json.load(open(trained / "run" / "best" / "checkpoint.json"))["tokenization"] == "char"
     source = tmp_path / "in.txt"
     source.write_text("张三\n", encoding="utf-8")
-    for setting, message in (("data.labels=[PER,LOC]", "data.labels: the model in"),
-                             ("data.tokenization=subword", "was trained with char tokens")):
+    for setting, message in (("data.labels=[PER,LOC]", "was trained with data.labels=[LOC, ORG, PER]"),
+                             ("data.tokenization=subword", "was trained with data.tokenization=char")):
         assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output",
                              str(tmp_path / "out.jsonl"), "--set", setting]) == 2
         assert message in capsys.readouterr().err

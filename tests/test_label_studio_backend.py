@@ -419,3 +419,39 @@ def test_a_project_labelling_some_types_declares_them_in_its_round(trained, tmp_
     log = (round_dir / "train.log").read_text(encoding="utf-8")
     assert f"{round_dir / 'train.jsonl'} [PER]: 12 texts" in log  # read as the entry that declares PER
     label_studio.shutdown()
+
+
+def test_a_round_that_adds_a_type_declares_the_base_files_for_the_trained_types(tmp_path):
+    """The base's plain training and dev files were labelled for the model's types: in a round that adds
+    one (ORG), they are entries declaring LOC and PER, so their texts do not teach that ORG is absent."""
+    from globalpointer.config import load_config, with_overrides
+    from globalpointer.deploy.label_studio_backend import round_data
+    from globalpointer.spans import Entity, Record
+    from synthetic import tiny_config
+
+    base = load_config(tiny_config(tmp_path))
+    annotated = [Record("张三在北京大学", [Entity(3, 7, "ORG")])]
+    for name in ("adds", "same"):
+        (tmp_path / name).mkdir()
+    config = with_overrides(base, round_data(base, annotated, ["LOC", "PER"], ["LOC", "ORG", "PER"],
+                                             str(tmp_path / "adds")))
+    assert config.data.labels == ["LOC", "PER", "ORG"]
+    assert [(s.path, s.types) for s in config.data.train] == [(str(tmp_path / "train.jsonl"), ["LOC", "PER"]),
+                                                             (str(tmp_path / "adds" / "train.jsonl"), [])]
+    assert [(s.path, s.types) for s in config.data.dev] == [(str(tmp_path / "dev.jsonl"), ["LOC", "PER"])]
+    # the project offers the model's types and no other: one file of every type, as the base's
+    config = with_overrides(base, round_data(base, annotated, ["LOC", "ORG", "PER"], ["LOC", "ORG", "PER"],
+                                             str(tmp_path / "same")))
+    assert config.data.train == str(tmp_path / "same" / "train.jsonl")
+    assert config.data.dev == str(tmp_path / "same" / "dev.jsonl")
+
+
+def test_annotations_of_a_label_no_longer_offered_are_left_out_and_counted(caplog):
+    from globalpointer.deploy.label_studio_backend import offered_only
+    from globalpointer.spans import Entity, Record
+
+    records = [Record("张三在北京", [Entity(0, 2, "PER"), Entity(3, 5, "LOC")]), Record("北京", [Entity(0, 2, "LOC")])]
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        kept = offered_only(records, ["PER"])
+    assert [[e.type for e in r.entities] for r in kept] == [["PER"], []]
+    assert "2 LOC annotation(s) left out: the labeling interface no longer offers it" in caplog.text

@@ -196,3 +196,35 @@ def test_the_untaught_types_warning_names_what_drifts(head, shared, caplog):
     caplog.clear()
     warn_untaught(["LOC", "PER"], np.ones((2, 3), dtype="float32"), head)
     assert caplog.text == ""
+
+
+def test_init_from_never_writes_into_the_model_it_starts_from(tmp_path, capsys):
+    """The output policy knows train.init_from: a run into the model's run directory (--overwrite would
+    remove best/ and last/) or into the checkpoint itself is refused before any work."""
+    from helpers import snapshot
+
+    first = trained_without_org(tmp_path)
+    before = snapshot(first.parent)
+    config = write_yaml(tmp_path / "again.yaml", {
+        "data": {"train": str(tmp_path / "no-org.jsonl"), "max_length": 24, "window_overlap": 8},
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1}, "device": "cpu"})
+    for output_dir in (first.parent, first):
+        assert train_main(["--config", config, "--init-from", str(first), "--overwrite", "--set",
+                           f"output_dir={output_dir}"]) == 2
+        assert f"{first} is an input of this run" in capsys.readouterr().err
+    assert snapshot(first.parent) == before
+
+
+def test_init_from_refuses_what_the_run_would_not_honour(tmp_path, capsys):
+    """The trained model fixes its tokenization and its encoder: another value is one line, before any work."""
+    first = trained_without_org(tmp_path)
+    config = write_yaml(tmp_path / "again.yaml", {
+        "data": {"train": str(tmp_path / "no-org.jsonl"), "max_length": 24, "window_overlap": 8},
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1}, "device": "cpu",
+        "output_dir": str(tmp_path / "again")})
+    for setting, message in (("data.tokenization=subword", "reads char tokens, the config says data.tokenization="
+                                                           "subword"),
+                             ("model.encoder=m3e-small", "was trained with model.encoder=tiny")):
+        assert train_main(["--config", config, "--init-from", str(first), "--set", setting]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "again" / "best").exists()

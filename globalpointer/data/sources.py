@@ -9,8 +9,10 @@
 the others.  ``rename``: the file's type -> the model's.  A record read from an entry with ``types``
 carries them (``Record.types``): training leaves the other types' planes out of its loss, and
 evaluation scores it on its types only, per entry as well as overall."""
+import dataclasses
 import difflib
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -34,6 +36,10 @@ class DataSource:
     @property
     def name(self) -> str:
         return f"{self.path} [{', '.join(self.types)}]" if self.types else self.path
+
+    def as_entry(self) -> Dict[str, Any]:
+        """The entry as a config file writes it: the keys it sets."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if value}
 
     def declare(self, records: Sequence[Record]) -> List[Record]:
         """The records renamed onto the model's types and marked with the types they annotate; an
@@ -69,7 +75,14 @@ def parse_sources(value: Any, name: str) -> Sources:
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{name}: expected a path or a non-empty list of entries ({{path, format, types, rename}}), "
                           f"got {value!r}")
-    return [_entry(item, f"{name}[{index}]") for index, item in enumerate(value)]
+    entries = [_entry(item, f"{name}[{index}]") for index, item in enumerate(value)]
+    first: Dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        where = first.setdefault(os.path.normpath(entry.path), index)
+        if where != index:  # its texts would be read, trained on and scored twice
+            raise ConfigError(f"{name}[{index}]: {entry.path} is {name}[{where}] again; list each file once (one entry "
+                              f"can declare several types)")
+    return entries
 
 
 def _entry(item: Any, name: str) -> DataSource:
@@ -84,6 +97,9 @@ def _entry(item: Any, name: str) -> DataSource:
             close = difflib.get_close_matches(str(key), ENTRY_KEYS, n=1)
             raise ConfigError(f"{name}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else
                                                                   f"; an entry has {', '.join(ENTRY_KEYS)}"))
+    if item.get("types", None) == []:  # read as written, it would annotate no type at all
+        raise ConfigError(f"{name}.types: [] names no type; leave types out for a file that annotates every type, "
+                          f"or list the types it annotates")
     path, format_, types, rename = (item.get("path"), item.get("format") or "", item.get("types") or [],
                                     item.get("rename") or {})
     if not isinstance(path, str) or not path.strip():

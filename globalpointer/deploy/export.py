@@ -11,7 +11,6 @@ the tagger baselines decode with Python code (Viterbi) that no static graph carr
 """
 import contextlib
 import ctypes
-import dataclasses
 import importlib.util
 import json
 import logging
@@ -162,15 +161,14 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
     from ..checkpoint import compiled_program, network_settings, verified_program
-    from ..config import load_config
+    from ..config import load_config, with_overrides
 
     resolved = resolve_model(model)
     if resolved.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
     checkpoint = resolved.path
     own_config = load_config(os.path.join(checkpoint, "config.yaml"), saved=True)  # what it computes
-    config = load_config(base=dataclasses.asdict(own_config),  # the file read once
-                         overrides=list(overrides) + ([f"inference.backend={backend}"] if backend else []))
+    config = with_overrides(own_config, list(overrides) + ([("inference.backend", backend)] if backend else []))
     if config.inference.backend != "auto" or not config.inference.compile_from_lines \
             or lines < config.inference.compile_from_lines or network_settings(config) != network_settings(own_config):
         return
@@ -293,7 +291,7 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
     from ..inference.pipeline import load
 
     def run(precision: str, backend: str):
-        ner = load(directory, [f"inference.precision={precision}", f"inference.backend={backend}"])
+        ner = load(directory, [("inference.precision", precision), ("inference.backend", backend)])
         ner.extractor.extract(["北京大学的张三在上海", "Alice met Bob in Paris"] * 4)  # warm-up: a session's first run allocates
         records, found, report, seconds = evaluate_file(ner, data_path)
         size = sum(os.path.getsize(os.path.join(directory, name)) for name in model_files(backend, precision))

@@ -29,6 +29,7 @@ authentication, predictions through the micro-batcher, work dropped when its cli
 within ``serve.shutdown_timeout_s``).
 """
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -39,9 +40,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
+from ..spans import Record
 from ..web import OPENER
 from ..inference.label_studio import prediction_for
 from .batcher import MicroBatcher
@@ -274,10 +277,9 @@ class Trainer:
         return directory
 
     def _round(self, project: dict) -> str:
-        from ..config import dump_config, load_config
+        from ..checkpoint import read_config
+        from ..config import dump_config, with_overrides
         from ..corpus import load_records
-        from ..data.readers import write_jsonl_records
-        from ..data.sources import source_entries
         from ..files import atomic_write_text
 
         directory = self._next_round()
@@ -287,29 +289,11 @@ class Trainer:
                           None, api_headers(self.connection.token, url))
         annotations = os.path.join(directory, "annotations.json")
         atomic_write_text(annotations, json.dumps(tasks, ensure_ascii=False))
-        base = load_config(self.base_config)
-        annotated = load_records(annotations, format="label-studio", on_error="skip")
-        labels = self.labels + [t for t in project["labels"] if t not in self.labels]
-        settings = ["data.test=", f"output_dir={os.path.join(directory, 'run')}", f"data.labels={json.dumps(labels)}"]
-        # a project whose labeling interface offers some of the model's types annotates those alone: its
-        # texts teach nothing about the others (data/sources.py)
-        declared = {"types": list(project["labels"])} if set(project["labels"]) != set(labels) else {}
-        if isinstance(base.data.train, list) or declared:  # entries keep what each file declares
-            write_jsonl_records(annotated, os.path.join(directory, "train.jsonl"))
-            entries = as_entries(source_entries(base.data.train), base.data.format)
-            entries.append({"path": os.path.join(directory, "train.jsonl"), "format": "jsonl", **declared})
-            settings.append(f"data.train={json.dumps(entries)}")
-        else:
-            train = load_records(base.data.train, **base.data.reading) if base.data.train else []
-            write_jsonl_records(train + annotated, os.path.join(directory, "train.jsonl"))
-            settings += [f"data.train={os.path.join(directory, 'train.jsonl')}", "data.format=jsonl"]
-        if isinstance(base.data.dev, list):
-            settings.append(f"data.dev={json.dumps(as_entries(base.data.dev, base.data.format))}")
-        elif base.data.dev:
-            write_jsonl_records(load_records(base.data.dev, **base.data.reading), os.path.join(directory, "dev.jsonl"))
-            settings.append(f"data.dev={os.path.join(directory, 'dev.jsonl')}")
+        base = read_config(self.base_config)
+        annotated = offered_only(load_records(annotations, format="label-studio", on_error="skip"), project["labels"])
+        settings = round_data(base, annotated, self.labels, project["labels"], directory)
         config_path = os.path.join(directory, "config.yaml")
-        atomic_write_text(config_path, dump_config(load_config(self.base_config, settings)))
+        atomic_write_text(config_path, dump_config(with_overrides(base, settings, overrides_from=None)))
         log.info("training round %s: %d annotated texts and the base config's training data; log in %s/train.log",
                  directory, len(annotated), directory)
         with open(os.path.join(directory, "train.log"), "w", encoding="utf-8") as out:
@@ -327,10 +311,57 @@ class Trainer:
         return directory
 
 
-def as_entries(sources: list, data_format: str) -> List[dict]:
-    """Data entries as a round's config names them, each with the format the base config read it in."""
-    return [{"path": source.path, "format": source.format or data_format, "types": source.types,
-             "rename": source.rename} for source in sources]
+def offered_only(records: List[Record], offered: List[str]) -> List[Record]:
+    """The annotations without the entities of labels the project's interface no longer offers (tasks
+    annotated before a label was removed): skipped and counted, so that one old annotation does not
+    fail every later round."""
+    kept = [record._replace(entities=[e for e in record.entities if e.type in offered]) for record in records]
+    dropped = Counter(e.type for record in records for e in record.entities if e.type not in offered)
+    if dropped:
+        log.warning("training round: %s left out: the labeling interface no longer offers %s",
+                    ", ".join(f"{count} {kind} annotation(s)" for kind, count in sorted(dropped.items())),
+                    "them" if len(dropped) > 1 else "it")
+    return kept
+
+
+def round_data(base, annotated: List[Record], trained: List[str], offered: List[str], directory: str) -> list:
+    """The overrides of the base config for a round in ``directory``: its types (the model's, then those
+    the project adds), and its training and dev data as entries that say what each file annotates.
+    The project's annotations annotate the types its interface ``offers``; a base file given as a plain
+    path annotates the types the model was ``trained`` for, so when the project adds a type, that file
+    is declared for them (its texts would otherwise teach that the new type is absent)."""
+    from ..corpus import load_records
+    from ..data.readers import write_jsonl_records
+    from ..data.sources import DataSource, source_entries
+
+    labels = trained + [t for t in offered if t not in trained]
+    settings = [("data.test", ""), ("output_dir", os.path.join(directory, "run")), ("data.labels", labels)]
+    round_file = os.path.join(directory, "train.jsonl")
+    adds_types, annotates_some = len(labels) > len(trained), set(offered) != set(labels)
+    if isinstance(base.data.train, list) or adds_types or annotates_some:
+        write_jsonl_records(annotated, round_file)
+        entries = [declared_entry(source, base.data.format, trained if adds_types else [])
+                   for source in source_entries(base.data.train)]
+        settings.append(("data.train", entries + [DataSource(round_file, "jsonl",
+                                                             list(offered) if annotates_some else [])]))
+    else:  # one file of every type, as the base's
+        train = load_records(base.data.train, **base.data.reading) if base.data.train else []
+        write_jsonl_records(train + annotated, round_file)
+        settings += [("data.train", round_file), ("data.format", "jsonl")]
+    if isinstance(base.data.dev, list) or (base.data.dev and adds_types):  # scored on what each file annotates
+        settings.append(("data.dev", [declared_entry(source, base.data.format, trained if adds_types else [])
+                                      for source in source_entries(base.data.dev)]))
+    elif base.data.dev:
+        dev_file = os.path.join(directory, "dev.jsonl")
+        write_jsonl_records(load_records(base.data.dev, **base.data.reading), dev_file)
+        settings.append(("data.dev", dev_file))
+    return settings
+
+
+def declared_entry(source, data_format: str, types: List[str]):
+    """A base config's data entry as a round names it: with the format the base read it in, and, when it
+    declares no types, ``types`` (none: every type)."""
+    return dataclasses.replace(source, format=source.format or data_format, types=source.types or list(types))
 
 
 def predictions(found: List[Tuple[str, list]], interface) -> List[dict]:

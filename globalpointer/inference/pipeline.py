@@ -15,7 +15,7 @@ import difflib
 import logging
 from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
 
-from ..config import RunConfig, key_help, load_config, min_score_hint, yaml_scalar
+from ..config import RunConfig, key_help, load_config, min_score_hint
 from ..data.readers import lone_surrogate_at
 from ..errors import ConfigError
 from ..runtime import Runtime
@@ -105,7 +105,7 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
             hint = f"; did you mean {close[0].replace('.', '__')}={value!r}?" if close else ""
             raise ConfigError(f"load(): {name}={value!r} is no config key; config keys are passed as SECTION__KEY "
                               f"(model__min_score=0.8 is --set model.min_score=0.8){hint}")
-    keyword_items = [f"{key.replace('__', '.')}={yaml_scalar(value)}" for key, value in keyword.items()]
+    keyword_items = [(key.replace('__', '.'), value) for key, value in keyword.items()]
     try:
         load_config(overrides=keyword_items, overrides_from=None)  # each value checked on its own, before the model's
     except ConfigError as error:
@@ -117,7 +117,7 @@ def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[s
     """(ModelDirectory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
     from ..checkpoint import load_without_weights, resolve_model
 
-    settings = _overrides(overrides, keyword) + ([f"inference.backend={backend}"] if backend else [])
+    settings = _overrides(overrides, keyword) + ([("inference.backend", backend)] if backend else [])
     resolved = resolve_model(model)
     return (resolved, *load_without_weights(resolved.path, settings))
 

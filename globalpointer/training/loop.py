@@ -11,7 +11,7 @@ import numpy as np
 import paddle
 from tqdm import tqdm
 
-from ..checkpoint import LoadedModel, TrainedFor, load_checkpoint, resolve_checkpoint
+from ..checkpoint import LoadedModel, TrainedFor, load_checkpoint, resolve_checkpoint, trained_config
 from ..config import RunConfig, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
@@ -47,7 +47,7 @@ def train(config: RunConfig, resume: bool = False, build: Callable = build_netwo
     require_files(config, ["train"])
     check_run_directory(config.output_dir, [config_file, *(path for key in ("train", "dev", "test")
                                                            for path in source_paths(getattr(config.data, key))),
-                                            config.model.encoder])
+                                            config.model.encoder, config.train.init_from])
     check_no_run(config.output_dir, resume, overwrite)
     writes = launch_position()[0] == 0  # data parallel: only rank 0 writes
     with RunLock(config.output_dir) if writes else contextlib.nullcontext():
@@ -122,8 +122,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
-    # the config stays as written, "auto" and all
     trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records))
+    config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
     if config.model.decode == "auto":
         log.info("model.decode auto: %s (%s training text had overlapping entities)",
                  trained_for.decoding("auto"), "a" if trained_for.overlapping else "no")
@@ -155,11 +155,14 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
         seed_everything(config.train.seed)  # the 'tiny' test encoder is random
         return load_encoder(config.model.encoder), None, labels
     start = load_checkpoint(config.train.init_from)
-    for key in ("head", "head_size", "rope", "tril_mask"):
+    for key in ("encoder", "head", "head_size", "rope", "tril_mask"):
         if getattr(start.config.model, key) != getattr(config.model, key):
             raise ConfigError(f"train.init_from: {start.directory} was trained with model.{key}="
                               f"{getattr(start.config.model, key)}, the config says {getattr(config.model, key)}; "
                               f"set model.{key} to the trained model's")
+    if config.data.tokenization not in ("auto", start.trained_for.tokenization):
+        raise ConfigError(f"train.init_from: {start.directory} reads {start.trained_for.tokenization} tokens, the "
+                          f"config says data.tokenization={config.data.tokenization}; leave data.tokenization out")
     known = start.trained_for.labels
     added = [label for label in labels if label not in known]
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
