@@ -35,7 +35,12 @@ class ConfigError(UserError):
 
 
 class DataError(UserError):
-    pass
+    """A record that cannot be read; ``kind`` says what in it (records, tags, tokens, lines), for the
+    count of what data.on_error=skip left out."""
+
+    def __init__(self, message: str, kind: str = "records"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class EncoderError(UserError):

@@ -178,7 +178,7 @@ def test_repair_keeps_every_sentence_and_counts_the_repairs(tmp_path, caplog):
     records = read_records(path, "chars", on_error="repair")
     assert [spans(r) for r in records] == [[(0, 1, "PER.NAM", "张"), (1, 2, "PER.NOM", "三")],
                                            [(0, 2, "ORG", "北京")], [(1, 2, "PER", "们")]]
-    assert "repaired 3 continuation tag(s)" in caplog.text
+    assert "repaired (data.on_error=repair) 3 continuation tag(s) that opened no entity" in caplog.text
 
 
 def test_repair_still_stops_on_records_it_cannot_repair(tmp_path):

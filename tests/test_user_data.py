@@ -68,6 +68,30 @@ def test_a_character_and_its_position_in_the_word_is_read_as_the_character(tmp_p
         read_records(str(path), format="chars-position")
 
 
+WEIBO_AS_SHIPPED = ("今0\tO\n天1\tO\n20\tO\n01\tO\n12\tO\n63\tO\n年4\tO\n和0\tO\n老0\tB-PER.NOM\n妈1\tI-PER.NOM\n"
+                    "去0\tO\n了1\tO\n\ufffd\ufffd0\tO\nK0\tB-LOC.NAM\nT1\tI-LOC.NAM\nV2\tI-LOC.NAM\n\n"
+                    "第0\tO\n11\tO\n02\tO\n" + "".join(f"{c}{i}\tO\n" for i, c in enumerate("一二三四五六七八")) +
+                    "p10\tB-ORG.NAM\n310\tI-ORG.NAM\n\n")
+
+
+def test_chars_position_reads_the_release_as_it_ships(tmp_path, caplog):
+    """Digits and Latin letters are characters followed by their position (20 01 12 63: "2016"), positions
+    reach two digits (p10, 310), and a character broken into two U+FFFD is one token of two characters:
+    kept, with its tag, under data.on_error=repair; one line naming repair otherwise."""
+    path = tmp_path / "weibo.txt"
+    path.write_text(WEIBO_AS_SHIPPED, encoding="utf-8")
+    with pytest.raises(DataError, match=r"weibo.txt:13: '\ufffd\ufffd0' is 2 characters before its position 0, "
+                                        r".*set data.on_error=repair to keep them"):
+        read_records(str(path))
+    with caplog.at_level("INFO", logger="globalpointer"):
+        records = read_records(str(path), on_error="repair")
+    assert "weibo.txt: format chars-position (detected" in caplog.text  # not words, although digits abound
+    assert [r.text for r in records] == ["今天2016年和老妈去了\ufffd\ufffdKTV", "第10一二三四五六七八p3"]
+    assert [[(r.text[e.start:e.end], e.type) for e in r.entities] for r in records] == \
+        [[("老妈", "PER.NOM"), ("KTV", "LOC.NAM")], [("p3", "ORG.NAM")]]
+    assert "1 token(s) of several characters before their position, kept as their characters" in caplog.text
+
+
 @pytest.mark.parametrize("alias", ["bio", "bioes", "iob2", "char"])
 def test_common_names_of_the_character_format_are_accepted(tmp_path, alias):
     from globalpointer.config import load_config
@@ -90,8 +114,31 @@ def test_evaluating_a_type_the_model_lacks_says_what_can_be_done_now(trained, tm
     assert "rename or remove those entities, or evaluate a model trained with 'PERSON'" in err
 
 
-def test_a_line_of_tabs_alone_is_named_not_read_as_a_sentence_end(tmp_path):
+def test_a_whitespace_only_line_ends_a_sentence_and_is_counted(tmp_path, caplog):
+    """As an English social-media release separates its sentences (a tab alone), and as spaCy's, Hugging
+    Face's and flair's CoNLL readers read it."""
     path = tmp_path / "t.txt"
-    path.write_text("张\tB-PER\n三\tI-PER\n\t\n在\tO\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"t.txt:3: a line of tabs alone"):
-        read_records(str(path))
+    path.write_text("张\tB-PER\n三\tI-PER\n\t\n在\tO\n \t \n北\tB-LOC\n京\tI-LOC\n", encoding="utf-8")
+    with caplog.at_level("INFO", logger="globalpointer"):
+        records = read_records(str(path))
+    assert [r.text for r in records] == ["张三", "在", "北京"]
+    assert "t.txt: 2 whitespace-only lines read as sentence ends" in caplog.text
+
+
+def test_a_file_without_blank_lines_is_said(tmp_path, caplog):
+    path = tmp_path / "t.txt"
+    path.write_text("".join(f"{c}\tO\n" for c in "在北京" * 400), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        assert len(read_records(str(path))) == 1
+    assert "t.txt: no blank line in the file: its 1,200 tokens are read as one text" in caplog.text
+
+
+def test_skip_counts_what_it_skipped_by_kind(tmp_path, caplog):
+    """A line without its tag spoils its own sentence, not the rest of the file."""
+    path = tmp_path / "t.txt"
+    path.write_text("张 B-PER\n三\n\n李 X-PER\n\n北 B-LOC\n京 I-LOC\n\n在 I-LOC\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        records = read_records(str(path), on_error="skip")
+    assert [r.text for r in records] == ["北京"]
+    assert re.search(r"skipped 3 malformed record\(s\) \(data.on_error=skip\): 1 for their lines \(first: .*t.txt:2: "
+                     r"expected a token and a tag.*\); 2 for their tags \(first: .*t.txt:4: tag 'X-PER'", caplog.text)

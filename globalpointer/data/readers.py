@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import zipfile
+from collections import Counter
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import DataError, json_failure
@@ -30,24 +31,34 @@ log = logging.getLogger(__name__)
 
 
 class ErrorPolicy:
-    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted.
-    ``repair``: a tag sequence whose continuation tag opens no entity is read as conlleval reads it
-    (the tag starts an entity of its own type) and counted; any other bad record stops the run."""
+    """``raise``: the first bad record stops the run.  ``skip``: it is left out and counted, by what was
+    wrong in it (``DataError.kind``).  ``repair``: what can be read one way only is read so and counted
+    (a continuation tag that opens no entity, as conlleval reads it; a token of several characters
+    before its position, as its characters); any other bad record stops the run.  What every mode reads
+    leniently (whitespace-only lines as sentence ends) is counted too."""
 
     def __init__(self, mode: str = "raise"):
         self.mode = mode
-        self.skipped: List[str] = []
-        self.repaired: List[str] = []
+        self.skipped: Dict[str, List[str]] = {}  # kind -> messages
+        self.repaired: Dict[str, List[str]] = {}  # what was repaired -> messages
+        self.noticed: Counter = Counter()  # what was read leniently -> how often
         self.left_out: Dict[str, List[str]] = {}  # reason -> where: tasks that are no training example
 
     def __call__(self, error: DataError) -> None:
         if self.mode != "skip":
             raise error
-        self.skipped.append(str(error))
+        self.skipped.setdefault(f"for their {getattr(error, 'kind', 'records')}", []).append(str(error))
+
+    def repairs(self, what: str) -> Optional[Callable[[str], None]]:
+        """Under ``repair``, the callback that counts a repair of ``what`` (None otherwise: an error)."""
+        return self.repaired.setdefault(what, []).append if self.mode == "repair" else None
 
     @property
     def repair(self) -> Optional[Callable[[str], None]]:
-        return self.repaired.append if self.mode == "repair" else None
+        return self.repairs("continuation tag(s) that opened no entity")
+
+    def notice(self, what: str) -> None:
+        self.noticed[what] += 1
 
     def leave_out(self, reason: str, where: str) -> None:
         self.left_out.setdefault(reason, []).append(where)
@@ -59,11 +70,17 @@ class ErrorPolicy:
         if self.left_out:
             log.warning("%s: left out %s", path, self.left_out_summary())
         if self.skipped:
-            log.warning("%s: skipped %d malformed record(s) (data.on_error=skip); first: %s",
-                        path, len(self.skipped), self.skipped[0])
-        if self.repaired:
-            log.warning("%s: repaired %d continuation tag(s) that opened no entity (data.on_error=repair); "
-                        "first: %s", path, len(self.repaired), self.repaired[0])
+            log.warning("%s: skipped %d malformed record(s) (data.on_error=skip): %s", path,
+                        sum(map(len, self.skipped.values())), _by_kind(self.skipped))
+        repaired = {what: messages for what, messages in self.repaired.items() if messages}
+        if repaired:
+            log.warning("%s: repaired (data.on_error=repair) %s", path, _by_kind(repaired))
+        for what, count in self.noticed.items():
+            log.info("%s: %s %s", path, f"{count:,}", what)
+
+
+def _by_kind(messages: Dict[str, List[str]]) -> str:
+    return "; ".join(f"{len(found)} {kind} (first: {found[0]})" for kind, found in messages.items())
 
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -448,21 +465,33 @@ TAGGED_JOINERS: Dict[str, str] = {"chars": "", "chars-position": "", "conll": " 
 FORMAT_ALIASES = {"bio": "chars", "bioes": "chars", "bmes": "chars", "iob": "chars", "iob2": "chars",
                   "char": "chars", "conll2003": "conll", "conllu": "conll", "json": "jsonl",
                   "labelstudio": "label-studio"}
-# chars-position: one character per line with its position in the word appended (Weibo NER's 口0 腔1),
-# read as the character alone
-CHARACTER_AND_POSITION = re.compile(r"^(\D)(\d{1,2})$")
+# chars-position: one character per line with its position in its word appended, as Weibo NER's release
+# writes it: 口0 腔1.  The trailing digits are the position, what precedes them the character, a digit or a
+# Latin letter as any other ("2016" is 20 01 12 63); positions reach two digits (310: "3" at position 10)
+CHARACTER_AND_POSITION = re.compile(r"^(.)(\d{1,2})$", re.DOTALL)
+# several characters before the position: a character an earlier conversion broke (two U+FFFD)
+TOKEN_AND_POSITION = re.compile(r"^(.+?)(\d{1,2})$", re.DOTALL)
+SEVERAL_CHARACTERS = "token(s) of several characters before their position, kept as their characters"
 # every value data.format takes
 FORMATS = ("auto", *JSON_FORMATS, *TAGGED_JOINERS)
 
 
-def token_of(fmt: str, token: str, where: str) -> str:
+def token_of(fmt: str, token: str, where: str, policy: Optional[ErrorPolicy] = None) -> str:
     """The text a tagged file's token stands for in format ``fmt``."""
     if fmt != "chars-position":
         return token
-    match = CHARACTER_AND_POSITION.match(token)
+    match = CHARACTER_AND_POSITION.match(token) or TOKEN_AND_POSITION.match(token)
     if not match:
         raise DataError(f"{where}: data.format chars-position expects a character and its position in the word "
-                        f"(口0), got {token!r}; data.format: conll reads the tokens as words")
+                        f"(口0), got {token!r}; data.format: conll reads the tokens as words", kind="tokens")
+    if len(match.group(1)) > 1:
+        message = (f"{where}: {token!r} is {len(match.group(1))} characters before its position "
+                   f"{match.group(2)}, where chars-position has one (a character broken by an earlier conversion?)")
+        repair = policy.repairs(SEVERAL_CHARACTERS) if policy else None
+        if repair is None:
+            raise DataError(f"{message}; set data.on_error=repair to keep them as the token's characters, with its "
+                            f"tag", kind="tokens")
+        repair(message)
     return match.group(1)
 
 
@@ -509,29 +538,52 @@ def tagged_columns(line: str) -> List[str]:
     return [column for column in line.split(" ") if column]
 
 
-def iter_tagged_sentences(path: str, text: str) -> Iterator[Tuple[List[str], List[str], List[str]]]:
-    """(tokens, tags, file:line per token) per blank-line-separated sentence."""
-    tokens, tags, where = [], [], []
+WHITESPACE_LINES = "whitespace-only lines read as sentence ends"
+
+
+class TaggedSentence(NamedTuple):
+    tokens: List[str]
+    tags: List[str]
+    where: List[str]  # file:line of each token
+    problem: Optional[DataError] = None  # a line of it that cannot be read: raised when the record is built
+
+
+def iter_tagged_sentences(path: str, text: str, policy: Optional[ErrorPolicy] = None) -> Iterator[TaggedSentence]:
+    """The blank-line-separated sentences of a tagged file.  A line of spaces and tabs alone ends a
+    sentence too, as spaCy's, Hugging Face's and flair's CoNLL readers read it (counted in
+    ``policy``).  A line that cannot be read spoils its sentence alone."""
+    tokens, tags, where, problem = [], [], [], None
     for number, line in enumerate(lines(text), 1):
         stripped = line.strip(COLUMN_SPACE)
-        if not stripped and "\t" in line:
-            raise DataError(f"{path}:{number}: a line of tabs alone: a sentence ends at an empty line, and a token "
-                            f"needs its tag; empty the line, or write the token and its tag")
+        if not stripped and line and policy is not None:
+            policy.notice(WHITESPACE_LINES)
         if not stripped or stripped.startswith("-DOCSTART-"):
-            if tokens:
-                yield tokens, tags, where
-            tokens, tags, where = [], [], []
+            if tokens or problem:
+                yield TaggedSentence(tokens, tags, where, problem)
+            tokens, tags, where, problem = [], [], [], None
             continue
         columns = tagged_columns(line)
         if len(columns) < 2:
-            raise DataError(f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}"
-                            f"{WHITESPACE_TOKEN_HINT if not line.strip() else ''}")
-        token = columns[0] if columns[0] else " "
-        tokens.append(token)
+            problem = problem or DataError(
+                f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}"
+                f"{WHITESPACE_TOKEN_HINT if not line.strip() else ''}", kind="lines")
+            continue
+        tokens.append(columns[0] if columns[0] else " ")
         tags.append(columns[-1].strip())
         where.append(f"{path}:{number}")
-    if tokens:
-        yield tokens, tags, where
+    if tokens or problem:
+        yield TaggedSentence(tokens, tags, where, problem)
+
+
+# A tagged file read as one text longer than this has lost its sentence ends (said, not refused)
+ONE_TEXT_WARNING = 1000
+
+
+def tagged_sentence_record(sentence: TaggedSentence, fmt: str, policy: ErrorPolicy) -> Record:
+    if sentence.problem is not None:
+        raise sentence.problem
+    tokens = [token_of(fmt, token, where, policy) for token, where in zip(sentence.tokens, sentence.where)]
+    return tagged_record(tokens, sentence.tags, sentence.where, TAGGED_JOINERS[fmt], policy.repair)
 
 
 def tagged_record(tokens: List[str], tags: List[str], where: List[str], joiner: str,
@@ -559,8 +611,9 @@ def detect_format(path: str, text: str) -> str:
     if any(line.startswith("-DOCSTART-") for line in head):
         return "conll"
     columns = [tagged_columns(line) for line in head]
-    if all(len(row) == 2 and CHARACTER_AND_POSITION.match(row[0]) for row in columns) and \
-            any(row[0][1:] != "0" for row in columns):  # positions that count up: not a file of "a0" words
+    positions = [TOKEN_AND_POSITION.match(row[0]) if len(row) == 2 else None for row in columns]
+    if columns and all(positions) and sum(len(match.group(1)) == 1 for match in positions) >= 0.9 * len(positions) \
+            and any(match.group(2) != "0" for match in positions):  # positions that count up: not "a0" words
         return "chars-position"
     if any(len(row) >= 3 for row in columns) or any(len(row[0]) > 1 for row in columns if row):
         return "conll"
@@ -646,12 +699,16 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             if limit and len(records) >= limit:
                 break
     elif fmt in TAGGED_JOINERS:
-        joiner = TAGGED_JOINERS[fmt]
-        for tokens, tags, where in iter_tagged_sentences(path, text):
-            add(where[0], lambda: tagged_record([token_of(fmt, t, w) for t, w in zip(tokens, where)], tags, where,
-                                                joiner, policy.repair))
+        sentences = 0
+        for sentence in iter_tagged_sentences(path, text, policy):
+            sentences += 1
+            add(sentence.where[0] if sentence.where else path, lambda: tagged_sentence_record(sentence, fmt, policy))
             if limit and len(records) >= limit:
                 break
+        if final and sentences == 1 and len(records) == 1 and len(records[0].text) > ONE_TEXT_WARNING:
+            log.warning("%s: no blank line in the file: its %s tokens are read as one text; a tagged file's "
+                        "sentences end at a blank line (or a line of spaces and tabs): put one after each sentence",
+                        path, f"{len(sentence.tokens):,}")
     else:
         raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_FORMATS, *TAGGED_JOINERS])}")
     if not final:

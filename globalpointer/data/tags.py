@@ -43,7 +43,7 @@ def tags_to_spans(tags: Sequence[str], where: Sequence[str],
         try:
             prefix, entity_type = split_tag(tag)
         except ValueError as error:
-            raise DataError(f"{where[index]}: {error}") from None
+            raise DataError(f"{where[index]}: {error}", kind="tags") from None
         if prefix == "O":
             close(index)
         elif prefix == "B":
@@ -58,7 +58,8 @@ def tags_to_spans(tags: Sequence[str], where: Sequence[str],
                 message = f"{where[index]}: tag {tag} continues an entity but there is {opened}"
                 if repair is None:
                     raise DataError(f"{message}; an entity must start with B-{entity_type} (or S-{entity_type} for "
-                                    f"one token), or set data.on_error=repair to read it as the start of one")
+                                    f"one token), or set data.on_error=repair to read it as the start of one",
+                                    kind="tags")
                 repair(message)
                 close(index)
                 open_start, open_type = index, entity_type
