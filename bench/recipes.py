@@ -43,11 +43,18 @@ def run(config: str, settings, output_dir: str) -> dict:
         return json.load(handle)
 
 
-def scored_f1(summary: dict):
-    """("dev", best dev F1), or ("test", test F1 of the best checkpoint) for a run without a dev file."""
-    if summary.get("best_dev_f1") is not None:
-        return "dev", summary["best_dev_f1"]
-    return "test", summary["test"]["f1"]
+def scored_f1(summary: dict, output_dir: str):
+    """("dev", dev F1), or ("test", test F1) for a run without a dev file: of the best checkpoint as
+    ``evaluate.py`` loads it, which must agree with what training reported."""
+    split = "dev" if summary.get("best_dev_f1") is not None else "test"
+    report = os.path.join(output_dir, f"{split}_report.loaded.json")
+    if not os.path.exists(report):
+        with open(output_dir + ".log", "a") as log:
+            subprocess.run([sys.executable, "evaluate.py", "--model", os.path.join(output_dir, "best"),
+                            *(["--set", "data.test="] if split == "dev" else []), "--output", report],
+                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
+    with open(report) as handle:
+        return split, json.load(handle)["micro"]["f1"]
 
 
 def main():
@@ -65,8 +72,9 @@ def main():
         settings = args.set + [item for item in overrides.split(",") if item]
         scores, trained, seconds = [], [], []
         for seed in args.seeds.split(","):
-            summary = run(args.config, settings + [f"train.seed={seed}"], os.path.join(args.out, f"{name}-s{seed}"))
-            split, f1 = scored_f1(summary)
+            output_dir = os.path.join(args.out, f"{name}-s{seed}")
+            summary = run(args.config, settings + [f"train.seed={seed}"], output_dir)
+            split, f1 = scored_f1(summary, output_dir)
             scores.append(f1 * 100)
             seconds.append(summary["seconds"])
             without = summary.get("best_dev_f1_without_average")

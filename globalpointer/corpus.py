@@ -1,4 +1,5 @@
 """The files of a run -> records and labels, and the text encoder its encoder's tokenizer needs."""
+import difflib
 import logging
 from collections import Counter
 from typing import List, Sequence
@@ -84,11 +85,14 @@ def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool 
     for record in records:
         for entity in record.entities:
             if entity.type not in known:
+                close = difflib.get_close_matches(entity.type, list(labels), n=1, cutoff=0.6)
+                near = f" (a near miss of {close[0]!r}: a typo there, or in the record?)" if close else ""
                 fix = (f"the model cannot predict it: rename or remove those entities, or evaluate a model trained "
-                       f"with {entity.type!r}" if trained else "list it in data.labels or fix the record")
-                where = "the model's types" if trained else "the training data"
+                       f"with {entity.type!r}" if trained else "add it to data.labels (or leave data.labels out: "
+                       "the types of the training data), or fix the record")
+                where = "the model's types" if trained else "the run's types, data.labels or the training data's,"
                 raise DataError(f"{record.source}: entity type {entity.type!r} is not among {where} "
-                                f"({', '.join(labels)}); {fix}")
+                                f"({', '.join(labels)}){near}; {fix}")
 
 
 def resolve_tokenization(mode: str, tokenizer) -> str:

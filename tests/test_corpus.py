@@ -2,6 +2,8 @@
 import json
 import logging
 
+import pytest
+
 from globalpointer.cli import train_main
 from synthetic import tiny_config, write_jsonl
 
@@ -21,7 +23,8 @@ def test_dev_type_missing_from_train_names_file_and_line(tmp_path, capsys):
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert train_main(["--config", config]) == 2
     err = capsys.readouterr().err
-    assert "dev.jsonl:3: entity type 'SCHOOL' is not among the training data" in err and "data.labels" in err
+    assert "dev.jsonl:3: entity type 'SCHOOL' is not among the run's types, data.labels or the training data's" in err
+    assert "add it to data.labels" in err
 
 
 def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, caplog):
@@ -34,3 +37,13 @@ def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, c
     with caplog.at_level(logging.WARNING):
         assert train_main(["--config", config, "--set", "data.on_error=skip"]) == 0
     assert "skipped 1 malformed record(s)" in caplog.text
+
+
+def test_a_type_missing_from_data_labels_names_the_near_miss(tmp_path):
+    from globalpointer.corpus import check_types
+    from globalpointer.errors import DataError
+    from globalpointer.spans import Entity, Record
+
+    with pytest.raises(DataError, match=r"dev.jsonl:1: entity type 'PER' is not among the run's types.*\(PRE, LOC\) "
+                                        r"\(a near miss of 'PRE': a typo there, or in the record\?\)"):
+        check_types([Record("张三", [Entity(0, 2, "PER")], "dev.jsonl:1")], ["PRE", "LOC"])

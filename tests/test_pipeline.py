@@ -148,6 +148,8 @@ def test_a_lone_surrogate_is_refused_as_the_service_refuses_it(trained):
         list(ner.pipe(["张三", "北京\udc80"]))
     with pytest.raises(ValueError, match=r"ner\(\) holds a lone surrogate at character 0"):
         ner("\ud800")
+    with pytest.raises(TypeError, match=r"ner\(\): text 1 takes text"):  # the call the user made, not pipe()
+        ner(["张三", None])
 
 
 def test_the_package_shows_its_api_its_version_and_nothing_else():

@@ -13,8 +13,14 @@ def test_gpu_requirements_follow_the_cpu_ones():
     assert [p.replace("paddlepaddle==", "paddlepaddle-gpu==") for p in cpu] == gpu
 
 
+def test_pypis_gpu_build_requirements_follow_the_cpu_ones():
+    """A ready file for PyPI's paddlepaddle-gpu 2.6.2 (what .ci/run installs), in step with requirements.txt."""
+    cpu, gpu = pins("requirements.txt"), pins("requirements-gpu-pypi.txt")
+    assert [p if not p.startswith("paddlepaddle==") else "paddlepaddle-gpu==2.6.2" for p in cpu] == gpu
+
+
 def test_every_requirement_is_pinned():
-    for name in ("requirements.txt", "requirements-gpu.txt", "requirements-models.txt", "requirements-engines.txt",
+    for name in ("requirements.txt", "requirements-gpu.txt", "requirements-gpu-pypi.txt", "requirements-models.txt", "requirements-engines.txt",
                  "requirements-openvino.txt"):
         assert all("==" in p for p in pins(name)), name
 

@@ -44,7 +44,7 @@ class Pipeline:
     def __call__(self, text: Union[str, Sequence[str]]) -> Union[List[dict], List[List[dict]]]:
         """The entity dicts of one text, or a list of them for a list of texts."""
         if isinstance(text, (list, tuple)):
-            return list(self.pipe(text))
+            return list(self.pipe([_text(item, f"ner(): text {index}") for index, item in enumerate(text)]))
         return next(self.pipe([_text(text, "ner()")]))
 
     def pipe(self, texts: Iterable[str], batch_size: Optional[int] = None) -> Iterator[List[dict]]:

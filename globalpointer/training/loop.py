@@ -97,6 +97,9 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if state.test_records:
         summary["test"] = test_best(state)
     state.run.write_json("summary.json", summary)
+    if state.runtime.is_main:
+        log.info("the model is in %s (the best dev checkpoint; %s holds the last, for --resume)", state.run.best,
+                 state.run.last)
     return summary
 
 
@@ -260,7 +263,7 @@ def run_summary(state: Training, stopped_early: bool) -> dict:
             "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
             "train_windows": len(state.windows), "gold_spans_lost_in_alignment": state.alignment.lost,
             "gold_spans_dropped_by_head": progress.dropped_gold, "labels": state.labels,
-            "world_size": state.runtime.world_size}
+            "world_size": state.runtime.world_size, "model": state.run.best}
 
 
 def test_best(state: Training) -> Optional[dict]:
