@@ -133,7 +133,7 @@ def _read_labels(directory: str) -> List[str]:
         with open(os.path.join(directory, "labels.json"), encoding="utf-8") as handle:
             labels = json.load(handle)
         assert isinstance(labels, list) and labels and all(isinstance(x, str) and x.strip() for x in labels)
-    except (ValueError, AssertionError):
+    except (ValueError, AssertionError, RecursionError):
         raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:  # the model's outputs are in label order: a repeated name would rename the types after it
@@ -156,6 +156,8 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
         key = "min_scores" if "min_scores" in stored or "thresholds" not in stored else "thresholds"
         scores = stored[key]
         values = [scores[label] for label in labels]
+    except RecursionError:  # a document nested past what Python's parser follows
+        raise CheckpointError(f"{path} is corrupted (nested too deeply to be a thresholds file): {fix}") from None
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"{path} is corrupted or not for this model's labels ({error!r}): {fix}") from None
     wrong = [f"{label}: {value!r}" for label, value in zip(labels, values)
@@ -213,7 +215,7 @@ def _read_info(directory: str) -> dict:
         assert isinstance(info, dict) and isinstance(info["vocab_tokens"], int)
         assert info["tokenization"] in ("char", "subword")
         assert info.get("overlapping_entities") in (None, True, False)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
         raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
                               f"\"char\" or \"subword\"}}") from None
     check_format_version(path, info)

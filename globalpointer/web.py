@@ -1,8 +1,17 @@
-"""Outgoing HTTP: the one opener every request to another server goes through (Label Studio's API,
-the public datasets' downloads)."""
+"""Outgoing HTTP: the one path every request to another server goes through (Label Studio's API, the
+public datasets' downloads): addresses checked whole before use, bounds per request (a deadline for the
+whole answer, its bytes), and every failure one ``OutgoingError`` naming the address and what to
+check, with what the other side said cut and its credentials redacted."""
+import http.client
+import re
+import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Optional, Sequence
+
+from .errors import UserError
 
 
 class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
@@ -23,3 +32,81 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 
 
 OPENER = urllib.request.build_opener(SameOriginRedirects)
+
+
+class OutgoingError(UserError):
+    """A request to another server failed; the message names the address, never a credential."""
+
+
+# What a message may quote of another server's answer: enough to say what went wrong
+QUOTED_CHARS = 300
+# Credentials as they appear in echoed requests and error bodies: header values, key=value, JSON fields
+CREDENTIALS = re.compile(r"(?i)((?:authorization|cookie|set-cookie|x-api-key|proxy-authorization)\s*[:=]\s*)[^\r\n,}]*|"
+                         r"((?:token|bearer|basic)\s+)[A-Za-z0-9._~+/=-]{6,}|"
+                         r"((?:\"|')?(?:access|refresh|token|api_key|apikey|password|secret|access_token)(?:\"|')?"
+                         r"\s*[:=]\s*(?:\"|')?)[^\"'&\s,}]+")
+
+
+def redacted(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` cut to QUOTED_CHARS with every credential in it replaced by [redacted]: the ``secrets``
+    themselves wherever they appear, and what looks like one (Authorization and Cookie values,
+    token=..., "access": ...)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    text = CREDENTIALS.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + "[redacted]", text)
+    return text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "..."
+
+
+def check_address(url: str, where: str) -> urllib.parse.SplitResult:
+    """An http(s) URL with a host and, if any, a port that is a number in range: checked whole when a
+    command starts, so that a typo is one line then, not a failure of every later request."""
+    try:
+        parts = urllib.parse.urlsplit(str(url).strip())
+        port = parts.port  # a non-numeric or out-of-range port is a ValueError here
+        hostname = parts.hostname
+    except ValueError as error:
+        raise OutgoingError(f"{where}: {url!r} is no valid address ({error}); e.g. http://127.0.0.1:8080") from None
+    if parts.scheme not in ("http", "https") or not hostname or port == 0:
+        raise OutgoingError(f"{where}: {url!r} needs http:// or https://, a host and a port between 1 and 65535 "
+                            f"if any, e.g. http://127.0.0.1:8080")
+    return parts
+
+
+def fetch(request, timeout: float, max_bytes: int, deadline_s: Optional[float] = None,
+          secrets: Sequence[str] = (), what_to_check: str = "the address, and that the server runs") -> bytes:
+    """The body of ``request`` (a URL or a ``urllib.request.Request``), at most ``max_bytes`` and, with
+    ``deadline_s``, all of it within that many seconds (each read also within ``timeout``).  Every way
+    it can fail (refused, timed out, an HTTP error status, a protocol error, a bad URL, too big, too
+    slow) is one OutgoingError that names the address and ``what_to_check``; an error body is quoted
+    cut and redacted (``secrets``: values that must never appear, such as the token sent)."""
+    url = request.full_url if isinstance(request, urllib.request.Request) else request
+    shown = redacted(url, secrets)
+    started = time.monotonic()
+    try:
+        with OPENER.open(request, timeout=timeout) as answer:
+            chunks, size = [], 0
+            while True:
+                # read1: what has arrived, so the deadline is checked as bytes drip in (read(n) waits for all n)
+                chunk = answer.read1(min(1 << 20, max_bytes + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > max_bytes:
+                    raise OutgoingError(f"{shown}: the answer is over {max_bytes:,} bytes; check {what_to_check}")
+                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                    raise OutgoingError(f"{shown}: the answer took over {deadline_s:g} s; check {what_to_check} "
+                                        f"(a mirror that is too slow: download the file another way)")
+            return b"".join(chunks)
+    except urllib.error.HTTPError as error:
+        try:
+            detail = error.read(QUOTED_CHARS * 2).decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException):
+            detail = ""
+        said = f": {redacted(detail, secrets)}" if detail.strip() else ""
+        raise OutgoingError(f"{shown}: HTTP {error.code}{said}; check {what_to_check}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError, socket.timeout) as error:
+        reason = getattr(error, "reason", None) or error.__class__.__name__
+        raise OutgoingError(f"{shown}: no usable answer ({redacted(str(reason), secrets)}); "
+                            f"check {what_to_check}") from None

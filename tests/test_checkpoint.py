@@ -194,3 +194,13 @@ def test_export_resolves_the_checkpoint_once_and_refuses_an_export(checkpoint_co
     assert cli(["export", "--model", str(tmp_path / "export"), "--output", str(tmp_path / "again")]) == 2
     assert "is an export already; export its checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "again").exists()
+
+
+def test_a_thresholds_file_nested_past_the_parser_is_one_line(tmp_path):
+    """A thresholds.json nested 100,000 deep was a RecursionError traceback."""
+    from globalpointer.checkpoint import THRESHOLDS, read_min_scores
+    from globalpointer.errors import CheckpointError
+
+    (tmp_path / THRESHOLDS).write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        read_min_scores(str(tmp_path), ["PER"])

@@ -314,7 +314,7 @@ def test_only_an_http_address_is_label_studios(trained, tmp_path, hostname):
         label_studio_address(hostname, "--label-studio-url")
 
 
-def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path):
+def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path, caplog):
     from fastapi.testclient import TestClient
 
     elsewhere = FakeLabelStudio()
@@ -325,9 +325,10 @@ def test_the_token_is_not_sent_on_to_another_origin(trained, tmp_path):
     assert studio.requests[0][1] == "Token owner-token"
     assert elsewhere.requests == [("/collect", None)]
     studio.location = "ftp://127.0.0.1/anything"  # urllib follows ftp: redirects of its own accord
-    with TestClient(app) as client:
+    with TestClient(app) as client, caplog.at_level("ERROR", logger="globalpointer"):
         assert start_training(client, app).status_code == 201
-        assert "redirect to a ftp: URL refused" in client.get("/health").json()["last_round"]["error"]
+        assert "annotations could not be fetched" in client.get("/health").json()["last_round"]["error"]
+    assert "redirect to a ftp: URL refused" in caplog.text
     studio.shutdown()
     elsewhere.shutdown()
 
@@ -455,3 +456,41 @@ def test_annotations_of_a_label_no_longer_offered_are_left_out_and_counted(caplo
         kept = offered_only(records, ["PER"])
     assert [[e.type for e in r.entities] for r in kept] == [["PER"], []]
     assert "2 LOC annotation(s) left out: the labeling interface no longer offers it" in caplog.text
+
+
+class EchoHandler(http.server.BaseHTTPRequestHandler):
+    """A Label Studio address (or a proxy) that answers 400 with the request it got, headers and all."""
+
+    def do_GET(self):
+        body = f"bad request: {self.requestline}\n{self.headers}".encode()
+        self.send_response(400)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_echoed_token_reaches_neither_the_log_nor_health(trained, tmp_path, caplog):
+    from fastapi.testclient import TestClient
+
+    echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    threading.Thread(target=echo.serve_forever, daemon=True).start()
+    app = backend(trained, tmp_path, label_studio_url=f"http://127.0.0.1:{echo.server_address[1]}",
+                  api_key="s3cret-token-value")
+    with TestClient(app) as client, caplog.at_level("ERROR", logger="globalpointer"):
+        assert start_training(client, app).status_code == 201
+        health = client.get("/health").text
+    echo.shutdown()
+    assert "HTTP 400" in caplog.text and "[redacted]" in caplog.text
+    assert "s3cret-token-value" not in caplog.text and "s3cret-token-value" not in health
+    assert "bad request" not in health  # no upstream text in /health
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://[::1", "http://127.0.0.1:70000", "http://:80"])
+def test_a_broken_label_studio_address_is_one_line_at_start(url, capsys):
+    from globalpointer.cli import main
+
+    assert main(["label-studio-backend", "--model", "runs/none", "--label-studio-url", url]) == 2
+    assert "--label-studio-url" in capsys.readouterr().err

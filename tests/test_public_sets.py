@@ -118,7 +118,7 @@ def test_unreachable_sources_and_sets_behind_a_licence_say_what_to_do(toy_set, t
     assert "HTTP 404" in capsys.readouterr().err
     assert cli(["data", "fetch", "toy", "--to", str(tmp_path)]) == 2  # its source: a closed port
     error = capsys.readouterr().err
-    assert "could not download it" in error and "pass the file or the mirror's URL with --from" in error
+    assert "no usable answer (" in error and "pass the file or the mirror's URL with --from" in error
     assert cli(["data", "fetch", "conll2003", "--to", str(tmp_path / "d")]) == 2
     error = capsys.readouterr().err
     assert "cannot be downloaded automatically" in error and os.path.join(str(tmp_path / "d"), "conll2003") in error

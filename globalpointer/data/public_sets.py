@@ -20,13 +20,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError, UserError
 from ..files import atomic_output
-from ..web import OPENER
+from ..web import check_address, fetch
 
 log = logging.getLogger("globalpointer")
 
 # An archive larger than this is not one of these sets (the largest, MSRA, is under 20 MiB)
 MAX_ARCHIVE_BYTES = 512 * 2 ** 20
-DOWNLOAD_TIMEOUT_S = 60
+DOWNLOAD_TIMEOUT_S = 60  # for each read: a server that stops answering
+# for the whole download: a mirror that drips a byte at a time never trips the per-read timeout (the sets are
+# megabytes: minutes on the slowest link that can fetch them at all)
+DOWNLOAD_DEADLINE_S = 1800
 
 
 def tsv_to_chars(content: bytes) -> bytes:
@@ -108,23 +111,18 @@ def find_set(name: str) -> PublicSet:
 
 
 def download(location: str) -> bytes:
-    """The bytes at ``location``: an http(s) URL, or a file already downloaded."""
+    """The bytes at ``location``: an http(s) URL (within DOWNLOAD_DEADLINE_S and MAX_ARCHIVE_BYTES), or a
+    file already downloaded."""
     if urllib.parse.urlsplit(location).scheme not in ("http", "https"):
         if not os.path.isfile(location):
             raise UserError(f"--from {location}: no such file, and not an http(s) URL")
         with open(location, "rb") as source:
             return _bounded(source, location)
+    check_address(location, "--from")
     log.info("downloading %s", location)
-    try:
-        with OPENER.open(location, timeout=DOWNLOAD_TIMEOUT_S) as answer:
-            return _bounded(answer, location)
-    except urllib.error.HTTPError as error:
-        raise UserError(f"{location}: HTTP {error.code} {error.reason}; download it yourself (a browser, "
-                        f"or a mirror) and pass the file or the mirror's URL with --from") from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise UserError(f"{location}: could not download it ({reason}); download it yourself (a browser, or a "
-                        f"mirror) and pass the file or the mirror's URL with --from") from None
+    return fetch(location, DOWNLOAD_TIMEOUT_S, MAX_ARCHIVE_BYTES, deadline_s=DOWNLOAD_DEADLINE_S,
+                 what_to_check="the URL, or download the archive yourself (a browser, or a mirror) and pass the "
+                               "file or the mirror's URL with --from")
 
 
 def _bounded(stream, location: str) -> bytes:

@@ -45,7 +45,7 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
 from ..spans import Record
-from ..web import OPENER
+from ..web import OutgoingError, check_address, fetch
 from ..inference.label_studio import prediction_for
 from .batcher import MicroBatcher
 from .http import check_texts, guarded, predict_for
@@ -126,6 +126,10 @@ class ServedModel:
 def label_studio_address(url: str, where: str) -> str:
     """``url`` as the base of Label Studio's API: http or https with a host, nothing else (a file: URL
     would make a round read a local file, and its token would go wherever the URL says)."""
+    try:
+        check_address(url, where)
+    except OutgoingError as error:
+        raise ValueError(str(error)) from None
     parts = urllib.parse.urlsplit(str(url).strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
             or parts.query or parts.fragment:
@@ -185,22 +189,17 @@ def api_headers(token: str, url: str) -> dict:
 
 
 def http_json(url: str, body: Optional[dict], headers: dict, timeout: float = 120):
+    """Label Studio's JSON answer to a request (web.fetch: every failure one error, credentials never quoted)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **headers})
-    try:
-        with OPENER.open(request, timeout=timeout) as answer:
-            content = answer.read(MAX_EXPORT_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        detail = error.read(500).decode("utf-8", "replace")
-        raise UserError(f"Label Studio answered {error.code} to {url}: {detail}") from None
-    except (urllib.error.URLError, OSError) as error:
-        raise UserError(f"Label Studio at {url} cannot be reached ({error})") from None
-    if len(content) > MAX_EXPORT_BYTES:
-        raise UserError(f"Label Studio's answer to {url} is over {MAX_EXPORT_BYTES} bytes")
+    secrets = [value.split(" ", 1)[-1] for value in headers.values()] + ([body.get("refresh", "")] if body else [])
+    content = fetch(request, timeout, MAX_EXPORT_BYTES, secrets=secrets,
+                    what_to_check="Label Studio's address (--label-studio-url), its token (LABEL_STUDIO_API_KEY) "
+                                  "and that it runs")
     try:
         return json.loads(content)
-    except ValueError as error:
-        raise UserError(f"Label Studio's answer to {url} is not JSON ({error})") from None
+    except (ValueError, RecursionError) as error:
+        raise UserError(f"Label Studio's answer to {url} is not JSON ({error.__class__.__name__})") from None
 
 
 def project_id(project) -> int:
@@ -261,9 +260,9 @@ class Trainer:
                 project, self.wanted, self.running = self.wanted, None, True
             try:
                 self.last = {"round": self._round(project), "state": "served"}
-            except Exception as error:  # the served model stays: the failure is logged and shown in /health
+            except Exception as error:  # the served model stays: the failure is logged, and /health says where
                 log.error("training round failed, the served model is unchanged: %s", error)
-                self.last = {"round": self.last.get("round"), "state": "failed", "error": str(error)}
+                self.last = {"round": self.last.get("round"), "state": "failed", "error": round_failure(error)}
             with self.changed:
                 self.running = False
                 self.changed.notify_all()
@@ -309,6 +308,16 @@ class Trainer:
                             f"{tail[-1] if tail else 'no output'}")
         self.swap(os.path.join(directory, "run", "best"))
         return directory
+
+
+def round_failure(error: Exception) -> str:
+    """What /health, which needs no login on loopback, says of a failed round: the kind of failure, no
+    text from Label Studio (an address that echoes requests would show the token there)."""
+    if isinstance(error, OutgoingError):
+        return "Label Studio's annotations could not be fetched; the backend's log says why"
+    if isinstance(error, UserError):
+        return "the round's training failed; the backend's log and the round's train.log say why"
+    return f"the round failed ({error.__class__.__name__}); the backend's log says why"
 
 
 def offered_only(records: List[Record], offered: List[str]) -> List[Record]:
@@ -453,13 +462,13 @@ def run_backend(model: str, overrides: List[str], work_dir: str, base_config: st
     from ..inference.pipeline import inference_config, load
     from .http import credentials_from_environment, is_loopback, listen, run_server
 
-    if not os.path.isfile(base_config):
-        raise UserError(f"--base-config: file not found: {base_config}")
-    if label_studio_url:  # checked before the model loads, as a one-line error
+    if label_studio_url:  # checked whole before anything else, as a one-line error
         try:
             label_studio_address(label_studio_url, "--label-studio-url")
         except ValueError as error:
             raise UserError(str(error)) from None
+    if not os.path.isfile(base_config):
+        raise UserError(f"--base-config: file not found: {base_config}")
     credentials = credentials_from_environment()
     limits = inference_config(model, overrides).serve
     if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:
