@@ -315,8 +315,8 @@ def round_failure(error: Exception) -> str:
     text from Label Studio (an address that echoes requests would show the token there)."""
     if isinstance(error, OutgoingError):
         return "Label Studio's annotations could not be fetched; the backend's log says why"
-    if isinstance(error, UserError):
-        return "the round's training failed; the backend's log and the round's train.log say why"
+    if isinstance(error, UserError):  # the round's own training: its last line, from this machine
+        return str(error)
     return f"the round failed ({error.__class__.__name__}); the backend's log says why"
 
 
