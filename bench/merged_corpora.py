@@ -11,12 +11,11 @@ Prints CLUENER dev F1 per type and micro, and MSRA test F1 per type and micro, f
 import argparse
 import json
 import os
-import sys
+
+from common import SHARED
+from partial_types import train_run  # the same runner (bench/ is the script's folder, on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from common import SHARED  # noqa: E402
-from partial_types import train_run  # noqa: E402  (the same runner)
 
 RENAME = {"PER": "name", "LOC": "address", "ORG": "organization"}
 

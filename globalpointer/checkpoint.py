@@ -65,18 +65,12 @@ def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
         config.data, labels=list(trained_for.labels), tokenization=trained_for.tokenization))
 
 
-def check_record_overrides(directory: str, config: RunConfig, overrides) -> None:
-    """An override of what the model is (``MODEL_RECORD_KEYS``) to another value than the checkpoint's
-    is an error, not ignored: the weights were trained as the record says."""
-    recorded = flatten_config(config)
-    for item in overrides or []:
-        key, value = override_key(item), None
-        if key in MODEL_RECORD_KEYS:
-            value = flatten_config(load_config(overrides=[item], overrides_from=None))[key]
-        if key in MODEL_RECORD_KEYS and value != recorded[key] and not (key == "data.tokenization" and value == "auto"):
-            raise ConfigError(f"--set {override_text(item)}: the model in {directory} was trained with {key}="
-                              f"{yaml_scalar(recorded[key])}; what a model is cannot change without training "
-                              f"(leave {key} out, or train a new model)")
+def record_differences(record: RunConfig, config: RunConfig, keys=MODEL_RECORD_KEYS) -> List[str]:
+    """The ``keys`` of what a model is on which ``config`` asks for another value than the model's
+    ``record`` (``data.tokenization: auto`` asks for none)."""
+    recorded, asked = flatten_config(record), flatten_config(config)
+    return [key for key in keys if asked[key] != recorded[key] and
+            not (key == "data.tokenization" and asked[key] == "auto")]
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,
@@ -174,36 +168,48 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
 
 def read_config(path: str) -> RunConfig:
     """A config file as every reader reads it: the config.yaml of a model directory is the model's
-    record (``load_without_weights``: its types and tokenization as trained, its paths as saved); any
+    record (``read_record``: its types and tokenization as trained, its paths as saved); any
     other file is a user's config (its relative paths read from its folder)."""
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.basename(path) == "config.yaml" and all(os.path.isfile(os.path.join(directory, name))
                                                        for name in METADATA_FILES):
-        return load_without_weights(directory)[0]
+        return read_record(directory)[0]
     return load_config(path)
 
 
-def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
-    """Everything of a checkpoint or export directory but the weights: its config, what it was trained
-    for (types, tokenization) and its tokenizer.  An override of what training fixed (the types, the
-    tokenization) is an error, not ignored."""
+def read_record(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, dict]:
+    """A checkpoint or export directory's config as the model's record (its types and tokenization
+    from labels.json and checkpoint.json, what the weights were trained as: a config.yaml of an earlier
+    version may list the types in another order, or say auto), with ``overrides`` applied; what it
+    was trained for; its checkpoint.json.  An override of what the model is to another value is an
+    error, not ignored."""
     _check_files(directory, METADATA_FILES)
-    record = load_config(os.path.join(directory, "config.yaml"), saved=True)
+    info = _read_info(directory)
+    trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"))
+    record = trained_config(load_config(os.path.join(directory, "config.yaml"), saved=True), trained_for)
+    config = with_overrides(record, overrides, overrides_from="--set")
+    changed = record_differences(record, config)
+    if changed:
+        given = next((override_text(item) for item in overrides if override_key(item) == changed[0]), changed[0])
+        raise ConfigError(f"--set {given}: the model in {directory} was trained with {changed[0]}="
+                          f"{yaml_scalar(flatten_config(record)[changed[0]])}; what a model is cannot change without "
+                          f"training (leave {changed[0]} out, or train a new model)")
+    config = trained_config(config, trained_for)  # data.tokenization: auto is the record's
+    check_position_limit(config, saved_position_limit(directory))
+    return config, trained_for, info
+
+
+def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
+    """Everything of a checkpoint or export directory but the weights: its record (``read_record``),
+    what it was trained for and its tokenizer."""
+    config, trained_for, info = read_record(directory, overrides)
     try:
         tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
         raise CheckpointError(f"{directory}/vocab.txt cannot be read ({error})") from None
-    info = _read_info(directory)
     if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"))
-    # labels.json and checkpoint.json are what the weights were trained as (a config.yaml of an earlier
-    # version may list the types in another order, or say auto)
-    record = trained_config(record, trained_for)
-    check_record_overrides(directory, record, overrides)
-    config = with_overrides(record, overrides, overrides_from="--set")
-    check_position_limit(config, saved_position_limit(directory))
     return config, trained_for, tokenizer
 
 

@@ -372,7 +372,7 @@ def _parse_override(item: Override):
     try:
         value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""
     except DuplicateKey as error:  # as in a file: YAML would keep the last silently
-        raise ConfigError(f"--set {item}: {str(error).split(', on lines')[0]}; write it once") from None
+        raise ConfigError(f"--set {item}: {error.key!r} is written twice; write it once") from None
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -394,7 +394,7 @@ class DuplicateKey(yaml.YAMLError):
     def __init__(self, key, first, second):
         super().__init__(f"{key!r} is written twice, on lines {first} and {second}: YAML would keep the second and "
                          f"drop the first silently; merge them into one")
-        self.line = second
+        self.key, self.line = key, second
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -472,11 +472,11 @@ def absolute_paths(value: Any, folder: str) -> Any:
     if isinstance(value, str):
         return absolute(value)
     if isinstance(value, list):  # data entries
-        return [absolute_paths(entry, folder) if isinstance(entry, (str, DataSource)) else
-                {**entry, "path": absolute(entry["path"])} if isinstance(entry, dict) and
-                isinstance(entry.get("path"), str) else entry for entry in value]
+        return [absolute_paths(entry, folder) for entry in value]
     if isinstance(value, DataSource):
         return dataclasses.replace(value, path=absolute(value.path))
+    if isinstance(value, dict) and isinstance(value.get("path"), str):  # an entry as a file writes it
+        return {**value, "path": absolute(value["path"])}
     return value
 
 

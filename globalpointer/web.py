@@ -4,7 +4,6 @@ whole answer, its bytes), and every failure one ``OutgoingError`` naming the add
 check, with what the other side said cut and its credentials redacted."""
 import http.client
 import re
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -73,8 +72,8 @@ def check_address(url: str, where: str) -> urllib.parse.SplitResult:
     return parts
 
 
-def fetch(request, timeout: float, max_bytes: int, deadline_s: Optional[float] = None,
-          secrets: Sequence[str] = (), what_to_check: str = "the address, and that the server runs") -> bytes:
+def fetch(request, timeout: float, max_bytes: int, what_to_check: str, deadline_s: Optional[float] = None,
+          secrets: Sequence[str] = ()) -> bytes:
     """The body of ``request`` (a URL or a ``urllib.request.Request``), at most ``max_bytes`` and, with
     ``deadline_s``, all of it within that many seconds (each read also within ``timeout``).  Every way
     it can fail (refused, timed out, an HTTP error status, a protocol error, a bad URL, too big, too
@@ -106,7 +105,7 @@ def fetch(request, timeout: float, max_bytes: int, deadline_s: Optional[float] =
             detail = ""
         said = f": {redacted(detail, secrets)}" if detail.strip() else ""
         raise OutgoingError(f"{shown}: HTTP {error.code}{said}; check {what_to_check}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError, socket.timeout) as error:
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:  # timeouts are OSError
         reason = getattr(error, "reason", None) or error.__class__.__name__
         raise OutgoingError(f"{shown}: no usable answer ({redacted(str(reason), secrets)}); "
                             f"check {what_to_check}") from None

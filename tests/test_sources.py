@@ -222,8 +222,8 @@ def test_init_from_refuses_what_the_run_would_not_honour(tmp_path, capsys):
         "data": {"train": str(tmp_path / "no-org.jsonl"), "max_length": 24, "window_overlap": 8},
         "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1}, "device": "cpu",
         "output_dir": str(tmp_path / "again")})
-    for setting, message in (("data.tokenization=subword", "reads char tokens, the config says data.tokenization="
-                                                           "subword"),
+    for setting, message in (("data.tokenization=subword", "was trained with data.tokenization=char, the config "
+                                                           "says subword"),
                              ("model.encoder=m3e-small", "was trained with model.encoder=tiny")):
         assert train_main(["--config", config, "--init-from", str(first), "--set", setting]) == 2
         assert message in capsys.readouterr().err

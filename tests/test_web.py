@@ -47,10 +47,10 @@ def test_a_download_has_a_deadline_for_the_whole_answer_and_a_size_bound():
     url = f"http://127.0.0.1:{server.server_address[1]}/set.zip"
     started = time.monotonic()
     with pytest.raises(OutgoingError, match=r"set.zip: the answer took over 1 s"):
-        fetch(url, timeout=5, max_bytes=10 ** 9, deadline_s=1)
+        fetch(url, timeout=5, max_bytes=10 ** 9, what_to_check="the mirror", deadline_s=1)
     assert time.monotonic() - started < 5
     with pytest.raises(OutgoingError, match=r"set.zip: the answer is over 5 bytes"):
-        fetch(url, timeout=5, max_bytes=5)
+        fetch(url, timeout=5, max_bytes=5, what_to_check="the mirror")
     server.shutdown()
     with pytest.raises(OutgoingError, match=r"set.zip: no usable answer"):  # nobody listens any more
-        fetch(url, timeout=1, max_bytes=5)
+        fetch(url, timeout=1, max_bytes=5, what_to_check="the mirror")

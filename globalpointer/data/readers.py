@@ -47,11 +47,13 @@ class ErrorPolicy:
     def __call__(self, error: DataError) -> None:
         if self.mode != "skip":
             raise error
-        self.skipped.setdefault(f"for their {getattr(error, 'kind', 'records')}", []).append(str(error))
+        self.skipped.setdefault(f"for their {error.kind}", []).append(str(error))
 
     def repairs(self, what: str) -> Optional[Callable[[str], None]]:
         """Under ``repair``, the callback that counts a repair of ``what`` (None otherwise: an error)."""
-        return self.repaired.setdefault(what, []).append if self.mode == "repair" else None
+        if self.mode != "repair":
+            return None
+        return lambda message: self.repaired.setdefault(what, []).append(message)
 
     @property
     def repair(self) -> Optional[Callable[[str], None]]:
@@ -72,9 +74,8 @@ class ErrorPolicy:
         if self.skipped:
             log.warning("%s: skipped %d malformed record(s) (data.on_error=skip): %s", path,
                         sum(map(len, self.skipped.values())), _by_kind(self.skipped))
-        repaired = {what: messages for what, messages in self.repaired.items() if messages}
-        if repaired:
-            log.warning("%s: repaired (data.on_error=repair) %s", path, _by_kind(repaired))
+        if self.repaired:
+            log.warning("%s: repaired (data.on_error=repair) %s", path, _by_kind(self.repaired))
         for what, count in self.noticed.items():
             log.info("%s: %s %s", path, f"{count:,}", what)
 
@@ -476,7 +477,7 @@ SEVERAL_CHARACTERS = "token(s) of several characters before their position, kept
 FORMATS = ("auto", *JSON_FORMATS, *TAGGED_JOINERS)
 
 
-def token_of(fmt: str, token: str, where: str, policy: Optional[ErrorPolicy] = None) -> str:
+def token_of(fmt: str, token: str, where: str, policy: ErrorPolicy) -> str:
     """The text a tagged file's token stands for in format ``fmt``."""
     if fmt != "chars-position":
         return token
@@ -487,7 +488,7 @@ def token_of(fmt: str, token: str, where: str, policy: Optional[ErrorPolicy] = N
     if len(match.group(1)) > 1:
         message = (f"{where}: {token!r} is {len(match.group(1))} characters before its position "
                    f"{match.group(2)}, where chars-position has one (a character broken by an earlier conversion?)")
-        repair = policy.repairs(SEVERAL_CHARACTERS) if policy else None
+        repair = policy.repairs(SEVERAL_CHARACTERS)
         if repair is None:
             raise DataError(f"{message}; set data.on_error=repair to keep them as the token's characters, with its "
                             f"tag", kind="tokens")
@@ -575,7 +576,7 @@ def iter_tagged_sentences(path: str, text: str, policy: Optional[ErrorPolicy] = 
         yield TaggedSentence(tokens, tags, where, problem)
 
 
-# A tagged file read as one text longer than this has lost its sentence ends (said, not refused)
+# A tagged file read as one text of more tokens than this has lost its sentence ends (said, not refused)
 ONE_TEXT_WARNING = 1000
 
 
@@ -699,16 +700,17 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             if limit and len(records) >= limit:
                 break
     elif fmt in TAGGED_JOINERS:
-        sentences = 0
+        sentences, first_tokens = 0, 0
         for sentence in iter_tagged_sentences(path, text, policy):
             sentences += 1
+            first_tokens = first_tokens or len(sentence.tokens)
             add(sentence.where[0] if sentence.where else path, lambda: tagged_sentence_record(sentence, fmt, policy))
             if limit and len(records) >= limit:
                 break
-        if final and sentences == 1 and len(records) == 1 and len(records[0].text) > ONE_TEXT_WARNING:
+        if final and sentences == 1 and first_tokens > ONE_TEXT_WARNING:
             log.warning("%s: no blank line in the file: its %s tokens are read as one text; a tagged file's "
                         "sentences end at a blank line (or a line of spaces and tabs): put one after each sentence",
-                        path, f"{len(sentence.tokens):,}")
+                        path, f"{first_tokens:,}")
     else:
         raise DataError(f"{path}: unknown format {fmt!r}; use one of auto, {', '.join([*JSON_FORMATS, *TAGGED_JOINERS])}")
     if not final:

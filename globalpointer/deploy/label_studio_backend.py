@@ -127,12 +127,10 @@ def label_studio_address(url: str, where: str) -> str:
     """``url`` as the base of Label Studio's API: http or https with a host, nothing else (a file: URL
     would make a round read a local file, and its token would go wherever the URL says)."""
     try:
-        check_address(url, where)
+        parts = check_address(url, where)  # scheme, host and port
     except OutgoingError as error:
         raise ValueError(str(error)) from None
-    parts = urllib.parse.urlsplit(str(url).strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
-            or parts.query or parts.fragment:
+    if parts.username or parts.password or parts.query or parts.fragment:
         raise ValueError(f"{where}: Label Studio's address must be http:// or https:// with a host and no user, "
                          f"query or fragment, e.g. http://127.0.0.1:8080; got {url!r}")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
@@ -199,7 +197,7 @@ def http_json(url: str, body: Optional[dict], headers: dict, timeout: float = 12
     try:
         return json.loads(content)
     except (ValueError, RecursionError) as error:
-        raise UserError(f"Label Studio's answer to {url} is not JSON ({error.__class__.__name__})") from None
+        raise UserError(f"Label Studio's answer to {url} is not JSON ({error})") from None
 
 
 def project_id(project) -> int:

@@ -11,8 +11,9 @@ import numpy as np
 import paddle
 from tqdm import tqdm
 
-from ..checkpoint import LoadedModel, TrainedFor, load_checkpoint, resolve_checkpoint, trained_config
-from ..config import RunConfig, require_files
+from ..checkpoint import (MODEL_RECORD_KEYS, LoadedModel, TrainedFor, load_checkpoint, record_differences,
+                          resolve_checkpoint, trained_config)
+from ..config import RunConfig, flatten_config, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
@@ -158,14 +159,11 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
         seed_everything(config.train.seed)  # the 'tiny' test encoder is random
         return load_encoder(config.model.encoder), None, labels
     start = load_checkpoint(config.train.init_from)
-    for key in ("encoder", "head", "head_size", "rope", "tril_mask"):
-        if getattr(start.config.model, key) != getattr(config.model, key):
-            raise ConfigError(f"train.init_from: {start.directory} was trained with model.{key}="
-                              f"{getattr(start.config.model, key)}, the config says {getattr(config.model, key)}; "
-                              f"set model.{key} to the trained model's")
-    if config.data.tokenization not in ("auto", start.trained_for.tokenization):
-        raise ConfigError(f"train.init_from: {start.directory} reads {start.trained_for.tokenization} tokens, the "
-                          f"config says data.tokenization={config.data.tokenization}; leave data.tokenization out")
+    # what the trained model is, but its types: a run from it adds types
+    for key in record_differences(start.config, config, [k for k in MODEL_RECORD_KEYS if k != "data.labels"]):
+        recorded, asked = (flatten_config(c)[key] for c in (start.config, config))
+        raise ConfigError(f"train.init_from: {start.directory} was trained with {key}={recorded}, the config says "
+                          f"{asked}; set {key} to the trained model's")
     known = start.trained_for.labels
     added = [label for label in labels if label not in known]
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from tqdm import tqdm
 
-from ..checkpoint import DECODING_KEYS, TrainedFor, load_without_weights, resolve_checkpoint, write_checkpoint
+from ..checkpoint import DECODING_KEYS, TrainedFor, read_record, resolve_checkpoint, write_checkpoint
 from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
@@ -239,7 +239,7 @@ class RunDirectory:
 
 def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
     directory = resolve_checkpoint(last_dir)
-    conflicts = resume_conflicts(load_without_weights(directory)[0], config)
+    conflicts = resume_conflicts(read_record(directory)[0], config)
     if conflicts and not resume_anyway:
         raise ConfigError(f"--resume: the config differs from the run's ({directory}/config.yaml) in what an identical "
                           f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
