@@ -8,6 +8,7 @@ tokenizer files, so that evaluation and prediction need nothing but the director
 """
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -19,15 +20,15 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 from .config import (RUN_TIME_SECTIONS, RunConfig, dump_config, flatten_config, load_config, override_key,
                      override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
-from .files import (FORMAT_VERSION, cache_directory, check_format_version, partial_directory, previous_versions,
-                    swap_in_directory)
-from .model.backends import EXPORT_INFO, check_export_format, is_export
+from .files import (EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
+                    locate_model, partial_directory, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
 from .model.weights import save_state
 
 CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, checked against vocab.txt
+TOKENIZER_CONFIG = "tokenizer_config.json"  # PaddleNLP's: whether the tokenizer lower-cases
 METADATA_FILES = ("config.yaml", "labels.json", CHECKPOINT_INFO, "config.json", "vocab.txt")
 THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
 
@@ -36,12 +37,14 @@ log = logging.getLogger("globalpointer")
 
 class TrainedFor(NamedTuple):
     """What training resolved once, from the config and the data: the types in output order, the
-    tokenization ``auto`` became, and whether any training text had overlapping entities (None: not
-    recorded, a checkpoint from before it was).  Saved beside the config, which stays as the user
-    wrote it."""
+    tokenization ``auto`` became, whether any training text had overlapping entities, and whether
+    every training entity began and ended at a space or a text's edge (``spans.on_word_boundaries``:
+    a file read as words; such a model predicts whole words).  None: not recorded, a checkpoint from
+    before it was.  Saved beside the config, which stays as the user wrote it."""
     labels: List[str]
     tokenization: str
     overlapping: Optional[bool] = None
+    words: Optional[bool] = None
 
     def decoding(self, decode: str) -> str:
         """``model.decode`` resolved: ``auto`` predicts flat entities for a model trained on flat
@@ -87,7 +90,7 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
         with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
             json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
                        "tokenization": trained_for.tokenization,
-                       "overlapping_entities": trained_for.overlapping}, out)
+                       "overlapping_entities": trained_for.overlapping, "word_boundaries": trained_for.words}, out)
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))
         for name, obj in (extra_json or {}).items():
@@ -97,15 +100,6 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-
-
-def resolve_checkpoint(directory: str) -> str:
-    """The directory itself, or the copy left by a kill between the two renames of a save."""
-    if os.path.isdir(directory):
-        return directory
-    for previous in previous_versions(directory):
-        return previous
-    raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
 
 
 class LoadedModel(NamedTuple):
@@ -177,16 +171,30 @@ def read_config(path: str) -> RunConfig:
     return load_config(path)
 
 
-def read_record(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, dict]:
-    """A checkpoint or export directory's config as the model's record (its types and tokenization
-    from labels.json and checkpoint.json, what the weights were trained as: a config.yaml of an earlier
-    version may list the types in another order, or say auto), with ``overrides`` applied; what it
-    was trained for; its checkpoint.json.  An override of what the model is to another value is an
-    error, not ignored."""
+def read_record(directory: str, overrides: List = None) -> Tuple[RunConfig, TrainedFor, dict]:
+    """A checkpoint or export directory's config as the model's record (``open_model`` without the
+    tokenizer), with ``overrides`` applied and checked (``ModelDirectory.run_config``); what it was
+    trained for; its checkpoint.json."""
     _check_files(directory, METADATA_FILES)
+    record, trained_for, info = _read_record(directory)
+    config = _run_config(directory, record, overrides, saved_position_limit(_read_architecture(directory)))
+    return config, trained_for, info
+
+
+def _read_record(directory: str) -> Tuple[RunConfig, TrainedFor, dict]:
+    """The model's record: config.yaml with the types and tokenization of labels.json and
+    checkpoint.json, what the weights were trained as (a config.yaml of an earlier version may list
+    the types in another order, or say auto)."""
     info = _read_info(directory)
-    trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"))
+    trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"),
+                             info.get("word_boundaries"))
     record = trained_config(load_config(os.path.join(directory, "config.yaml"), saved=True), trained_for)
+    return record, trained_for, info
+
+
+def _run_config(directory: str, record: RunConfig, overrides, position_limit: Optional[int]) -> RunConfig:
+    """``record`` with ``overrides`` applied: how this run uses the model.  An override of what the
+    model is (``MODEL_RECORD_KEYS``) to another value is an error, not ignored."""
     config = with_overrides(record, overrides, overrides_from="--set")
     changed = record_differences(record, config)
     if changed:
@@ -194,23 +202,34 @@ def read_record(directory: str, overrides: List[str] = None) -> Tuple[RunConfig,
         raise ConfigError(f"--set {given}: the model in {directory} was trained with {changed[0]}="
                           f"{yaml_scalar(flatten_config(record)[changed[0]])}; what a model is cannot change without "
                           f"training (leave {changed[0]} out, or train a new model)")
-    config = trained_config(config, trained_for)  # data.tokenization: auto is the record's
-    check_position_limit(config, saved_position_limit(directory))
-    return config, trained_for, info
+    config = trained_config(config, TrainedFor(record.data.labels, record.data.tokenization))  # auto is the record's
+    check_position_limit(config, position_limit)
+    return config
 
 
-def load_without_weights(directory: str, overrides: List[str] = None) -> Tuple[RunConfig, TrainedFor, object]:
-    """Everything of a checkpoint or export directory but the weights: its record (``read_record``),
-    what it was trained for and its tokenizer."""
-    config, trained_for, info = read_record(directory, overrides)
+def _read_json_object(directory: str, name: str, expected: str) -> dict:
+    path = os.path.join(directory, name)
     try:
-        tokenizer = bert_tokenizer(os.path.join(directory, "vocab.txt"))
-    except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
-        raise CheckpointError(f"{directory}/vocab.txt cannot be read ({error})") from None
-    if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
-        raise CheckpointError(f"{directory}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
-                              f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    return config, trained_for, tokenizer
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+        assert isinstance(value, dict)
+    except (OSError, ValueError, AssertionError, RecursionError):
+        raise CheckpointError(f"{path} is corrupted: expected {expected}; restore it from the run") from None
+    return value
+
+
+def _read_architecture(directory: str) -> dict:
+    return _read_json_object(directory, "config.json", "the encoder's architecture as a JSON object")
+
+
+def _recorded_lower_case(directory: str) -> Optional[bool]:
+    """Whether the tokenizer lower-cases, as the directory's tokenizer_config.json recorded it when the
+    model was saved (None: not recorded, decided from the vocabulary)."""
+    if not os.path.isfile(os.path.join(directory, TOKENIZER_CONFIG)):
+        return None
+    recorded = _read_json_object(directory, TOKENIZER_CONFIG, "the tokenizer's settings as a JSON object")
+    lower_case = recorded.get("do_lower_case")
+    return lower_case if isinstance(lower_case, bool) else None
 
 
 def _read_info(directory: str) -> dict:
@@ -221,6 +240,7 @@ def _read_info(directory: str) -> dict:
         assert isinstance(info, dict) and isinstance(info["vocab_tokens"], int)
         assert info["tokenization"] in ("char", "subword")
         assert info.get("overlapping_entities") in (None, True, False)
+        assert info.get("word_boundaries") in (None, True, False)
     except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
         raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
                               f"\"char\" or \"subword\"}}") from None
@@ -238,21 +258,24 @@ def network_settings(config: RunConfig) -> dict:
     return {key: value for key, value in dataclasses.asdict(config.model).items() if key not in DECODING_KEYS}
 
 
-def checkpoint_digest(directory: str, config: RunConfig) -> str:
-    """What the network of the checkpoint ``directory`` computes, as a hash: its weights and metadata
-    files, the network's settings, Paddle's version (from the module: the CPU and GPU builds install
-    under different package names) and the directory format."""
+def model_digest(model: "ModelDirectory") -> str:
+    """What the network of a checkpoint computes, as a hash: its weights, what the model is as it was
+    read (types, tokenization, vocabulary, the encoder's architecture, the network's settings),
+    Paddle's version (from the module: the CPU and GPU builds install under different package names)
+    and the directory format."""
     import paddle
 
-    digest = hashlib.sha256()
-    for name in (WEIGHTS,) + METADATA_FILES:
-        digest.update(name.encode() + b"\0" + file_digest(os.path.join(directory, name)))
-    digest.update(json.dumps([network_settings(config), paddle.__version__, FORMAT_VERSION], sort_keys=True).encode())
+    tokenizer = model.tokenizer
+    what = [model.trained_for.labels, model.info, model.architecture, dict(tokenizer.vocab.token_to_idx),
+            tokenizer.do_lower_case, network_settings(model.record), paddle.__version__, FORMAT_VERSION]
+    digest = hashlib.sha256(file_digest(os.path.join(model.path, WEIGHTS)))
+    digest.update(json.dumps(what, sort_keys=True, ensure_ascii=False).encode())
     return digest.hexdigest()
 
 
-# A process hashes a file once while it is unchanged (a predict that compiles the checkpoint and then
-# loads it asks twice): the key holds what any write changes (size, modification and change times)
+# A file is hashed once while it is unchanged, in this process and across processes (a predict that
+# compiles the checkpoint and then loads it asks twice; every predict asks once): the key holds what
+# any write changes (size, modification and change times), and the digest is kept in the cache
 _FILE_DIGESTS: Dict[tuple, bytes] = {}
 
 
@@ -261,8 +284,29 @@ def file_digest(path: str) -> bytes:
     key = (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
            status.st_ctime_ns)
     if key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[key] = _hash_file(path)
+        _FILE_DIGESTS[key] = _remembered_digest(key) or _remember_digest(key, _hash_file(path))
     return _FILE_DIGESTS[key]
+
+
+def _digest_memo(key: tuple) -> str:
+    return cache_directory("digests", hashlib.sha256(repr(key).encode()).hexdigest()[:32])
+
+
+def _remembered_digest(key: tuple) -> Optional[bytes]:
+    try:
+        with open(_digest_memo(key), encoding="ascii") as handle:
+            digest = bytes.fromhex(handle.read(65))
+        return digest if len(digest) == hashlib.sha256().digest_size else None
+    except (OSError, ValueError, UserError):
+        return None
+
+
+def _remember_digest(key: tuple, digest: bytes) -> bytes:
+    with contextlib.suppress(OSError, UserError):  # a cache that cannot be written: hashed again next time
+        memo = _digest_memo(key)
+        os.makedirs(os.path.dirname(memo), exist_ok=True)
+        atomic_write_text(memo, digest.hex())
+    return digest
 
 
 def _hash_file(path: str) -> bytes:
@@ -280,16 +324,15 @@ class CompiledProgram(NamedTuple):
     digest: str
 
 
-def compiled_program(directory: str, config: RunConfig) -> Optional[CompiledProgram]:
-    """The cache entry of the checkpoint ``directory`` (named by its digest), or None with a warning
+def compiled_program(model: "ModelDirectory") -> Optional[CompiledProgram]:
+    """The cache entry of the checkpoint ``model`` (named by its digest), or None with a warning
     when the cache cannot be used (compiling is an optimisation: the checkpoint runs without it)."""
     try:
         root = cache_directory("compiled")
     except UserError as error:
         log.warning("compiled programs are not cached: %s", error)
         return None
-    digest = checkpoint_digest(directory, config)
-    return CompiledProgram(os.path.join(root, digest[:32]), digest)
+    return CompiledProgram(os.path.join(root, model.digest[:32]), model.digest)
 
 
 def verified_program(entry: CompiledProgram) -> Optional[str]:
@@ -328,44 +371,93 @@ def drop_compiled(directory: str, why: str) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-class ModelDirectory(NamedTuple):
-    """A model directory resolved once: its path (a checkpoint's, or the copy a kill between the two
-    renames of a save left), whether it is an export, its files and format version checked."""
-    path: str
-    export: bool
+def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> Optional[tuple]:
+    """(backend, network) of the program compiled from the checkpoint ``opened`` when the cache holds
+    one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
+    with a warning, and the checkpoint runs itself)."""
+    from .model.backends import BACKENDS
+
+    runs_as_compiled = network_settings(config) == network_settings(opened.record)  # it was compiled from these
+    if config.inference.backend != "auto" or opened.export or not runs_as_compiled:
+        return None
+    entry = compiled_program(opened)
+    program_directory = entry and verified_program(entry)
+    if not program_directory:
+        return None
+    try:
+        network = BACKENDS["paddle-inference"].build(program_directory, settings)
+    except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
+        last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+        drop_compiled(program_directory, f"it does not load: {last_line}")
+        return None
+    log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
+             opened.path, program_directory)
+    return "paddle-inference", network
 
 
-def resolve_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
-    """``model`` (a checkpoint or an export directory) resolved and checked: files present, format
-    version one this code reads.  A command resolves it once and hands the result on (compiling,
-    loading): resolved already, it is returned as it is."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelDirectory:
+    """A model directory opened once (``open_model``): its files read and checked, each once.  Every
+    reader of a model (``globalpointer.load``, both services, export, compiling, ``choose_backend``)
+    takes this value and opens none of them again.  ``record`` is what the model is, as trained;
+    how one run uses it (device, backend, batch sizes, service bounds, decoding) is
+    ``run_config(overrides)``."""
+    path: str  # a checkpoint's (or the copy a kill between the two renames of a save left), or an export's
+    kind: str  # "checkpoint" or "export"
+    record: RunConfig
+    trained_for: TrainedFor
+    info: dict  # checkpoint.json
+    architecture: dict  # config.json: the encoder's
+    tokenizer: object
+
+    @property
+    def export(self) -> bool:
+        return self.kind == "export"
+
+    def run_config(self, overrides: List = None) -> RunConfig:
+        """The record with ``overrides`` applied and checked: what the model is cannot change."""
+        return _run_config(self.path, self.record, overrides, saved_position_limit(self.architecture))
+
+    @functools.cached_property
+    def min_scores(self) -> Optional[List[float]]:
+        """The calibrated minimum score of every type (``read_min_scores``: thresholds.json), read
+        when first asked for: a run with ``model.use_calibration: false`` never opens the file."""
+        return read_min_scores(self.path, self.trained_for.labels)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """``model_digest``, computed when first asked for: when a compiled program is looked up or built."""
+        return model_digest(self)
+
+
+def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
+    """``model`` (a checkpoint or an export directory) resolved, its files checked and read: format
+    version one this code reads, record, types, architecture, tokenizer.  A command opens it once
+    and hands the value on; opened already, it is returned as it is."""
     if isinstance(model, ModelDirectory):
         return model
-    if is_export(model):
-        check_export_format(model)
-        return ModelDirectory(model, True)
-    directory = resolve_checkpoint(model)
-    check_checkpoint_files(directory)
-    return ModelDirectory(directory, False)
+    path, kind = locate_model(model)
+    _check_files(path, (WEIGHTS,) + METADATA_FILES if kind == "checkpoint" else METADATA_FILES)
+    record, trained_for, info = _read_record(path)
+    architecture = _read_architecture(path)
+    try:
+        tokenizer = bert_tokenizer(os.path.join(path, "vocab.txt"), _recorded_lower_case(path))
+    except Exception as error:  # PaddleNLP raises many kinds for an unreadable vocabulary
+        raise CheckpointError(f"{path}/vocab.txt cannot be read ({error})") from None
+    if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
+        raise CheckpointError(f"{path}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
+                              f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
+    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer)
 
 
-def check_checkpoint_files(directory: str) -> None:
-    _check_files(directory, (WEIGHTS,) + METADATA_FILES)
-
-
-def load_checkpoint(directory: Union[str, ModelDirectory], overrides: List[str] = None) -> LoadedModel:
-    """``directory``: a checkpoint's path, or its ``ModelDirectory`` (resolved and checked already)."""
-    if isinstance(directory, ModelDirectory):
-        directory = directory.path
-    else:
-        directory = resolve_checkpoint(directory)
-        check_checkpoint_files(directory)
-    config, trained_for, tokenizer = load_without_weights(directory, overrides)
-    return build_from_checkpoint(directory, config, trained_for, tokenizer)
-
-
-def build_from_checkpoint(directory: str, config: RunConfig, trained_for: TrainedFor, tokenizer) -> LoadedModel:
-    """The network of a checkpoint whose other files ``load_without_weights`` has read (on the current
-    device)."""
-    network, encoder = load_network(directory, config.model, len(trained_for.labels), tokenizer)
-    return LoadedModel(network, encoder, config, trained_for, directory)
+def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -> LoadedModel:
+    """The network of a checkpoint (its path, or its ``ModelDirectory``) on the current device, with
+    the run config of ``overrides``."""
+    model = open_model(model)
+    if model.export:
+        raise CheckpointError(f"{model.path} is an export, not a checkpoint: use the checkpoint it was made from "
+                              f"(RUN_DIR/best)")
+    config = model.run_config(overrides)
+    network, encoder = load_network(model.path, config.model, len(model.trained_for.labels), model.tokenizer,
+                                    model.architecture)
+    return LoadedModel(network, encoder, config, model.trained_for, model.path)

@@ -132,7 +132,7 @@ def _train(argv, prog):
 
 
 def load_for_inference(args, model=None):
-    """The pipeline of ``--model`` (or of ``model``, the directory resolved already)."""
+    """The pipeline of ``--model`` (or of ``model``, the directory opened already)."""
     from .inference.pipeline import load
 
     return load(model or args.model, args.set, backend=args.backend, window_batch_size=args.batch_size)
@@ -165,7 +165,7 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .checkpoint import resolve_model
+    from .checkpoint import open_model
     from .data.sources import source_paths
     from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
@@ -175,7 +175,7 @@ def _evaluate(argv, prog):
 
     if args.format:
         args.set.append(("data.format", args.format))
-    model = resolve_model(args.model)
+    model = open_model(args.model)
     if args.data and os.path.isfile(args.data):
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.data))
     ner = load_for_inference(args, model)
@@ -218,7 +218,7 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
-    from .checkpoint import resolve_model
+    from .checkpoint import open_model
     from .deploy.export import compile_if_it_pays
     from .evaluation.report_html import write_prediction_page
     from .inference.file_prediction import count_lines, predict_file, predict_file_share
@@ -228,7 +228,7 @@ def _predict(argv, prog):
         raise UserError(f"--input: file not found: {args.input}")
     check_output_files({"--output": args.output, "--html": args.html, "--label-config": args.label_config},
                        [args.input, args.model])
-    model = resolve_model(args.model)
+    model = open_model(args.model)
     if args.input != "-":
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
     ner = load_for_inference(args, model)

@@ -22,7 +22,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from typing import Dict, Iterator, Optional, Sequence, TextIO
+from typing import Dict, Iterator, Optional, Sequence, TextIO, Tuple
 
 from .errors import CheckpointError, UserError
 
@@ -250,6 +250,45 @@ def cache_directory(*parts: str) -> str:
 # The layout of the model directories this code writes (checkpoint.json and an export's export.json
 # say which they follow); one a later version wrote is refused rather than half understood.
 FORMAT_VERSION = 1
+
+
+EXPORT_PROGRAM = "inference.json"  # an export's Paddle Inference program: what makes a directory an export
+EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
+
+
+def locate_model(model: str) -> Tuple[str, str]:
+    """(path, kind) of a model directory: an export ("export", its format version checked), or a
+    checkpoint ("checkpoint": the directory, or the copy a kill between the two renames of a save left)."""
+    if is_export(model):
+        check_export_format(model)
+        return model, "export"
+    return resolve_checkpoint(model), "checkpoint"
+
+
+def is_export(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, EXPORT_PROGRAM))
+
+
+def check_export_format(directory: str) -> None:
+    """An export written by a later version (its export.json's format_version) is refused; a missing or
+    unreadable export.json is no error (the program says what it reads: ``program_input_dtype``)."""
+    path = os.path.join(directory, EXPORT_INFO)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(info, dict):
+        check_format_version(path, info)
+
+
+def resolve_checkpoint(directory: str) -> str:
+    """The directory itself, or the copy left by a kill between the two renames of a save."""
+    if os.path.isdir(directory):
+        return directory
+    for previous in previous_versions(directory):
+        return previous
+    raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
 
 
 def check_format_version(path: str, info: dict) -> None:

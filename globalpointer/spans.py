@@ -38,6 +38,18 @@ def overlapping(entities: Sequence[Entity]) -> bool:
 CLS_POSITIONS = 1  # input positions before a window's first text token: [CLS]
 
 
+def on_word_boundaries(records: Sequence["Record"]) -> bool:
+    """Whether the records read as words: some text has a space, and every entity begins and ends at a
+    space or at its text's edge (a tagged file of words, joined by spaces).  Raw texts are not: their
+    entities end before punctuation ("Paris.")."""
+    def bounded(text: str, entity: Entity) -> bool:
+        return ((entity.start == 0 or text[entity.start - 1].isspace())
+                and (entity.end == len(text) or text[entity.end].isspace()))
+
+    return (any(" " in record.text for record in records) and any(record.entities for record in records)
+            and all(bounded(record.text, entity) for record in records for entity in record.entities))
+
+
 def to_input(span: TokenSpan, first_token: int) -> TokenSpan:
     """Text tokens -> input positions of the window whose first text token is ``first_token``."""
     shift = CLS_POSITIONS - first_token

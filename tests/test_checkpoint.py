@@ -1,12 +1,14 @@
 """checkpoint.py: what a checkpoint's config.yaml records (what the model is, not how it is run)."""
 import json
 import math
+import os
 import shutil
+import sys
 
 import pytest
 import yaml
 
-from globalpointer.checkpoint import load_checkpoint, load_without_weights
+from globalpointer.checkpoint import load_checkpoint, open_model
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.config import InferenceConfig, RUN_TIME_SECTIONS, ServeConfig
@@ -17,7 +19,7 @@ def test_a_checkpoint_records_what_the_model_is_not_how_it_is_served(trained, tm
     checkpoint = trained / "run" / "best"
     saved = yaml.safe_load((checkpoint / "config.yaml").read_text(encoding="utf-8"))
     assert {"data", "model", "train"} <= set(saved) and not set(RUN_TIME_SECTIONS) & set(saved)
-    config, _, _ = load_without_weights(str(checkpoint), ["serve.port=8123", "inference.batch_size=5"])
+    config = open_model(str(checkpoint)).run_config(["serve.port=8123", "inference.batch_size=5"])
     assert (config.serve.port, config.inference.batch_size) == (8123, 5)
 
 
@@ -28,9 +30,9 @@ def test_an_older_checkpoints_run_time_sections_are_left_to_the_defaults(trained
     shutil.copytree(trained / "run" / "best", old)
     with open(old / "config.yaml", "a", encoding="utf-8") as out:
         out.write("inference:\n  batch_size: 3\n  backend: onnxruntime\nserve:\n  port: 1234\n")
-    config, _, _ = load_without_weights(str(old))
+    config = open_model(str(old)).run_config()
     assert config.serve == ServeConfig() and config.inference == InferenceConfig()
-    assert load_without_weights(str(old), ["serve.port=1234"])[0].serve.port == 1234
+    assert open_model(str(old)).run_config(["serve.port=1234"]).serve.port == 1234
 
 
 @pytest.mark.parametrize("labels, message", [(["LOC", "PER", "LOC", "ORG"], "names LOC more than once"),
@@ -147,35 +149,72 @@ def test_a_checkpoint_of_the_pickle_era_is_refused_in_one_line(checkpoint_copy, 
     assert "missing model.safetensors" in err and err.count("\n") == 1
 
 
-def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_copy, monkeypatch):
-    """Compiling and loading both ask for the checkpoint's digest; the files are read once, and again
-    only after a write."""
+def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_copy, tmp_path, monkeypatch):
+    """Compiling and loading both ask for the checkpoint's digest, and so does every later process:
+    the weights are read once, and again only after a write."""
     from globalpointer import checkpoint
-    from globalpointer.checkpoint import checkpoint_digest
 
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
     reads = []
     real = checkpoint._hash_file
     monkeypatch.setattr(checkpoint, "_hash_file", lambda path: reads.append(path) or real(path))
-    config = load_without_weights(str(checkpoint_copy))[0]
-    first = checkpoint_digest(str(checkpoint_copy), config)
-    assert checkpoint_digest(str(checkpoint_copy), config) == first
+    first = open_model(str(checkpoint_copy)).digest
+    assert open_model(str(checkpoint_copy)).digest == first
     weights = str(checkpoint_copy / "model.safetensors")
-    assert reads.count(weights) == 1  # a fresh copy: no test before hashed this file
+    assert reads.count(weights) == 1
+    monkeypatch.setattr(checkpoint, "_FILE_DIGESTS", {})  # as a new process: the cache remembers it
+    assert open_model(str(checkpoint_copy)).digest == first and reads.count(weights) == 1
     content = open(weights, "rb").read()
     with open(weights, "wb") as out:  # the same bytes, written again: read again, the same digest
         out.write(content)
-    assert checkpoint_digest(str(checkpoint_copy), config) == first and reads.count(weights) == 2
+    assert open_model(str(checkpoint_copy)).digest == first and reads.count(weights) == 2
+    (checkpoint_copy / "labels.json").write_text(json.dumps(list(reversed(open_model(str(checkpoint_copy))
+                                                                          .trained_for.labels))))
+    assert open_model(str(checkpoint_copy)).digest != first  # what the outputs mean is part of it
+
+
+OPENED = []  # the files of the directory under test opened while it is set (an audit hook cannot be removed)
+
+
+def _count_opens(event, args):
+    if event == "open" and OPENED and isinstance(args[0], str) and args[0].startswith(OPENED[0]):
+        OPENED.append(os.path.basename(args[0]))
+
+
+sys.addaudithook(_count_opens)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_load_and_a_first_call_open_every_file_of_the_model_once(checkpoint_copy, tmp_path, monkeypatch, cached):
+    """Config, types, tokenizer, architecture and weights: each file read once by load and the first
+    call (they were read up to three times, and the weights hashed on every load); with a compiled
+    program in the cache, the checkpoint's weights are not read, only hashed (once, then remembered)."""
+    import globalpointer
+    from globalpointer.deploy.export import compile_if_it_pays
+
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    if cached:
+        compile_if_it_pays(str(checkpoint_copy), [], None, lines=10 ** 6)
+    OPENED[:] = [str(checkpoint_copy) + os.sep]
+    try:
+        ner = globalpointer.load(str(checkpoint_copy))
+        ner("北京大学的张三")
+    finally:
+        opened, OPENED[:] = OPENED[1:], []
+    assert ner.backend == ("paddle-inference" if cached else "dynamic")
+    assert sorted(set(opened)) == sorted(opened), opened
+    assert {"config.yaml", "labels.json", "checkpoint.json", "config.json", "vocab.txt"} <= set(opened)
 
 
 def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, monkeypatch):
     """Compiling and loading get the directory predict resolved, not the path again."""
-    from globalpointer import checkpoint
+    from globalpointer import files
 
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))  # its program serves no other test
 
     calls = []
-    real = checkpoint.resolve_checkpoint
-    monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    real = files.resolve_checkpoint
+    monkeypatch.setattr(files, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
     (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
     assert predict_main(["--model", str(checkpoint_copy), "--input", str(tmp_path / "in.txt"), "--output",
                          str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
@@ -183,11 +222,11 @@ def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, mo
 
 
 def test_export_resolves_the_checkpoint_once_and_refuses_an_export(checkpoint_copy, tmp_path, monkeypatch, capsys):
-    from globalpointer import checkpoint
+    from globalpointer import files
 
     calls = []
-    real = checkpoint.resolve_checkpoint
-    monkeypatch.setattr(checkpoint, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    real = files.resolve_checkpoint
+    monkeypatch.setattr(files, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
     assert cli(["export", "--model", str(checkpoint_copy), "--output", str(tmp_path / "export")]) == 0
     assert calls == [str(checkpoint_copy)]
     capsys.readouterr()

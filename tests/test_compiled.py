@@ -31,7 +31,7 @@ def test_the_compiled_program_is_built_once_reused_and_never_stale(trained, tmp_
     with caplog.at_level("INFO"):
         predict(best, few, tmp_path / "few.out")  # 9 lines < inference.compile_from_lines: not worth a build
         dynamic = predict(best, source, tmp_path / "dynamic.out", "--backend", "dynamic")  # asked for the graph
-    assert "compiled into" not in caplog.text and not os.path.exists(tmp_path / "cache")
+    assert "compiled into" not in caplog.text and not os.path.exists(tmp_path / "cache" / "compiled")
 
     caplog.clear()
     with caplog.at_level("INFO"):
@@ -141,8 +141,7 @@ def test_the_cache_key_reads_paddles_version_from_the_module_not_a_package_name(
     """The GPU builds install as paddlepaddle-gpu: no package named paddlepaddle is there."""
     import importlib.metadata
 
-    from globalpointer.checkpoint import checkpoint_digest
-    from globalpointer.config import load_config
+    from globalpointer.checkpoint import open_model
 
     real = importlib.metadata.version
 
@@ -153,5 +152,5 @@ def test_the_cache_key_reads_paddles_version_from_the_module_not_a_package_name(
 
     monkeypatch.setattr(importlib.metadata, "version", gpu_build)
     best = trained / "run" / "best"
-    digest = checkpoint_digest(str(best), load_config(str(best / "config.yaml")))
+    digest = open_model(str(best)).digest
     assert len(digest) == 64

@@ -233,3 +233,31 @@ def test_the_saved_config_holds_what_training_resolved(trained, tmp_path, capsys
         assert message in capsys.readouterr().err
     assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source), "--output",
                          str(tmp_path / "out.jsonl"), "--set", "data.labels=[LOC,ORG,PER]"]) == 0
+
+
+def test_a_model_trained_on_words_predicts_whole_words(tmp_path):
+    """A CoNLL file of English words, read in subword pieces: the checkpoint records that its training
+    entities were words, and every reader of it (load, predict) gives whole words only, even with a
+    minimum score that lets nearly every span through."""
+    import globalpointer
+    from globalpointer.cli import train_main
+
+    words = [("Peter", "B-PER"), ("Blackburn", "I-PER"), ("visited", "O"), ("Washington", "B-LOC"), ("today", "O")]
+    (tmp_path / "train.conll").write_text("".join("\n".join(f"{w} {t}" for w, t in words) + "\n\n"
+                                                  for _ in range(40)), encoding="utf-8")
+    assert train_main(["--config", tiny_config(tmp_path, data__train=str(tmp_path / "train.conll"), data__dev="",
+                                               data__tokenization="subword", train__epochs=1)]) == 0
+    best = tmp_path / "run" / "best"
+    assert json.load(open(best / "checkpoint.json"))["word_boundaries"] is True
+    text = "Blackburnia visited Washingtonville and Peterborough"
+    ner = globalpointer.load(str(best), model__min_score=0.001, model__decode="nested")
+    found = ner(text)
+    assert found and ner.extractor.continuations
+    starts = {0} | {i + 1 for i, c in enumerate(text) if c == " "}
+    ends = {len(text)} | {i for i, c in enumerate(text) if c == " "}
+    assert all(e["start"] in starts and e["end"] in ends for e in found), found
+    source = tmp_path / "in.txt"
+    source.write_text(text + "\n", encoding="utf-8")
+    assert predict_main(["--model", str(best), "--input", str(source), "--output", str(tmp_path / "out.jsonl"),
+                         "--set", "model.min_score=0.001", "--set", "model.decode=nested"]) == 0
+    assert json.loads(open(tmp_path / "out.jsonl").readline())["entities"] == found

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from globalpointer.checkpoint import load_checkpoint
+from globalpointer.checkpoint import load_checkpoint, open_model
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config
@@ -61,7 +61,7 @@ def test_openvino_equals_dynamic_graph(trained, exported):
     model, inputs = batch_of_windows(trained, TEXTS)
     _, others = batch_of_windows(trained, ["上海的李四", "深圳"])
     with pytest.raises(ConfigError, match="openvino runs on the CPU; on gpu:0 use onnxruntime, paddle-inference"):
-        choose_backend("openvino", str(exported), device="gpu:0", installed=lambda name: True)
+        choose_backend("openvino", open_model(str(exported)), device="gpu:0", installed=lambda name: True)
     openvino = OpenVinoModel(str(exported), tril_mask=True, filename="model.onnx")
     first = openvino(**inputs)
     kept = first.copy()
@@ -103,19 +103,19 @@ def test_backend_choice(trained, exported, tmp_path):
     for name in os.listdir(exported):
         if name != "model.onnx":
             (no_onnx / name).write_bytes((exported / name).read_bytes())
-    assert choose_backend("auto", checkpoint) == "dynamic"
-    assert choose_backend("auto", str(exported), installed=lambda name: True) == "onnxruntime"
-    assert choose_backend("auto", str(exported), installed=lambda name: name != "onnxruntime") == "paddle-inference"
-    assert choose_backend("auto", str(no_onnx), installed=lambda name: True) == "paddle-inference"
-    assert choose_backend("paddle-inference", str(exported)) == "paddle-inference"
+    assert choose_backend("auto", open_model(checkpoint)) == "dynamic"
+    assert choose_backend("auto", open_model(str(exported)), installed=lambda name: True) == "onnxruntime"
+    assert choose_backend("auto", open_model(str(exported)), installed=lambda name: name != "onnxruntime") == "paddle-inference"
+    assert choose_backend("auto", open_model(str(no_onnx)), installed=lambda name: True) == "paddle-inference"
+    assert choose_backend("paddle-inference", open_model(str(exported))) == "paddle-inference"
     with pytest.raises(ConfigError, match="is a checkpoint: globalpointer export"):
-        choose_backend("onnxruntime", checkpoint)
+        choose_backend("onnxruntime", open_model(checkpoint))
     with pytest.raises(ConfigError, match="needs a checkpoint directory"):
-        choose_backend("dynamic", str(exported))
+        choose_backend("dynamic", open_model(str(exported)))
     with pytest.raises(ConfigError, match="has no model.onnx; export again: globalpointer export .* --onnx"):
-        choose_backend("onnxruntime", str(no_onnx))
+        choose_backend("onnxruntime", open_model(str(no_onnx)))
     with pytest.raises(ConfigError, match="onnxruntime is not installed"):
-        choose_backend("onnxruntime", str(exported), installed=lambda name: name != "onnxruntime")
+        choose_backend("onnxruntime", open_model(str(exported)), installed=lambda name: name != "onnxruntime")
 
 
 def test_gpu_settings_never_fall_back_to_the_cpu():
@@ -167,10 +167,10 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
                          "--set", "inference.precision=int8"]) == 0
     assert any(e["text"] == "北京大学" for e in json.loads(open(tmp_path / "out.jsonl").readline())["entities"])
     with pytest.raises(ConfigError, match="is a checkpoint: globalpointer export .* --quantize int8$"):
-        choose_backend("auto", str(trained / "run" / "best"), precision="int8")
-    assert choose_backend("auto", str(target), precision="int8", installed=lambda name: True) == "onnxruntime"
+        choose_backend("auto", open_model(str(trained / "run" / "best")), precision="int8")
+    assert choose_backend("auto", open_model(str(target)), precision="int8", installed=lambda name: True) == "onnxruntime"
     with pytest.raises(ConfigError, match="has no model.int8.xml; export again: .* --openvino-calibration"):
-        choose_backend("openvino", str(target), precision="int8", installed=lambda name: True)
+        choose_backend("openvino", open_model(str(target)), precision="int8", installed=lambda name: True)
     capsys.readouterr()
     assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(tmp_path / "no"),
                 "--openvino-calibration", str(trained / "train.jsonl")]) != 0
@@ -214,12 +214,12 @@ def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path,
     assert rows[1]["megabytes"] < 0.5 * rows[0]["megabytes"]
     manifest = json.load(open(target / "export.json"))["files"]
     assert {"model.int8.xml", "model.int8.bin", "model.int8.onnx"} <= set(manifest)
-    assert choose_backend("auto", str(target), precision="int8", installed=lambda name: True) == "openvino"
-    assert choose_backend("auto", str(target), precision="int8", installed=lambda name: name != "openvino") == "onnxruntime"
+    assert choose_backend("auto", open_model(str(target)), precision="int8", installed=lambda name: True) == "openvino"
+    assert choose_backend("auto", open_model(str(target)), precision="int8", installed=lambda name: name != "openvino") == "onnxruntime"
     with pytest.raises(ConfigError, match="OpenVINO is not installed"):
-        choose_backend("openvino", str(target), precision="int8", installed=lambda name: name != "openvino")
+        choose_backend("openvino", open_model(str(target)), precision="int8", installed=lambda name: name != "openvino")
     with pytest.raises(ConfigError, match="runs on openvino or onnxruntime, not paddle-inference"):
-        choose_backend("paddle-inference", str(target), precision="int8")
+        choose_backend("paddle-inference", open_model(str(target)), precision="int8")
     ner = load(str(target), ["inference.precision=int8"])
     assert ner.backend == "openvino"
     assert any(e["text"] == "北京大学" for e in ner(TEXTS[0]))

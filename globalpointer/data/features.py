@@ -7,7 +7,7 @@ span predicted by two windows is reported once.
 """
 import logging
 import unicodedata
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..spans import Entity, Record, TokenIndex, TokenSpan, from_input, to_entity, to_input
@@ -27,6 +27,7 @@ class Window(NamedTuple):
     offsets: List[Tuple[int, int]]  # character range of each text token (no special tokens)
     owned: Tuple[int, int]  # text tokens of this window, [from, to), whose spans it reports
     gold: List[TokenSpan]  # over input positions
+    next_id: Optional[int] = None  # the text's token after the window's last (None: the text ends there)
 
 
 class AlignmentReport:
@@ -73,6 +74,8 @@ class Featurizer:
         self.pad_id = self.vocab[tokenizer.pad_token]
         self.lower = bool(getattr(tokenizer, "do_lower_case", True))
         self.char_ids: Dict[str, int] = {}
+        # WordPiece's pieces that continue a word ("##ing"): no whole-word span starts at one or before one
+        self.continuations = frozenset(index for token, index in self.vocab.items() if token.startswith("##"))
 
     def char_id(self, char: str) -> int:
         # memoised: the lookup with its fallbacks took a third of tokenizing (docs/lab/PERFORMANCE.md)
@@ -142,7 +145,8 @@ class Featurizer:
             own_to = len(tokens.ids) if k == len(starts) - 1 else (starts[k + 1] + start + self.window_size) // 2
             gold = [to_input(span, start) for span in token_spans if start <= span.start and span.end < end]
             out.append(Window(record_index, start, [self.cls_id] + tokens.ids[start:end] + [self.sep_id],
-                              tokens.offsets[start:end], (own_from - start, own_to - start), gold))
+                              tokens.offsets[start:end], (own_from - start, own_to - start), gold,
+                              tokens.ids[end] if end < len(tokens.ids) else None))
         return out
 
     def text_windows(self, texts: Sequence[str]) -> List[Window]:
@@ -184,8 +188,17 @@ class Featurizer:
         return windows, report
 
 
-def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str]) -> List[Entity]:
-    """Decoded spans of one window -> character entities of the original text, owned spans only."""
+def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str],
+                    continuations: FrozenSet[int] = frozenset()) -> List[Entity]:
+    """Decoded spans of one window -> character entities of the original text, owned spans only.
+    ``continuations``: token ids that continue a word; a span that starts at one, or ends just before
+    one, is left out (whole words only)."""
     own_from, own_to = window.owned
-    local = [from_input(span, 0) for span in spans]  # over the window's own tokens, as its offsets are
+    ids = window.input_ids
+
+    def whole_words(span: TokenSpan) -> bool:  # input positions: the token after the span is at end + 1
+        after = ids[span.end + 1] if span.end + 2 < len(ids) else window.next_id  # [SEP] ends the window
+        return ids[span.start] not in continuations and after not in continuations
+
+    local = [from_input(span, 0) for span in spans if not continuations or whole_words(span)]
     return [to_entity(span, window.offsets, labels) for span in local if own_from <= span.start < own_to]

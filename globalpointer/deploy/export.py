@@ -24,7 +24,7 @@ from typing import Iterator, List, Optional
 import paddle
 from paddle.static import InputSpec
 
-from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, resolve_model
+from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
 from ..errors import UserError
 from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
                      swap_in_directory)
@@ -110,7 +110,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
     compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs).
     ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``; an export is refused."""
-    model = resolve_model(checkpoint)
+    model = open_model(checkpoint)
     if model.export:
         raise UserError(f"{requested or model.path} is an export already; export its checkpoint (RUN_DIR/best)")
     checkpoint = model.path
@@ -155,30 +155,29 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
 
 def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], lines: int) -> None:
     """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint (``model``: its
-    path, or its ``checkpoint.ModelDirectory``): from
+    path, or its ``checkpoint.ModelDirectory``, opened once by the command): from
     ``inference.compile_from_lines`` lines on (where the build's few seconds are repaid), compile the
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
     from ..checkpoint import compiled_program, network_settings, verified_program
-    from ..config import load_config, with_overrides
 
-    resolved = resolve_model(model)
-    if resolved.export or launch_position()[1] > 1 or not paddle_writes_exports():
+    opened = open_model(model)
+    if opened.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
-    checkpoint = resolved.path
-    own_config = load_config(os.path.join(checkpoint, "config.yaml"), saved=True)  # what it computes
-    config = with_overrides(own_config, list(overrides) + ([("inference.backend", backend)] if backend else []))
+    checkpoint = opened.path
+    config = opened.run_config(list(overrides) + ([("inference.backend", backend)] if backend else []))
     if config.inference.backend != "auto" or not config.inference.compile_from_lines \
-            or lines < config.inference.compile_from_lines or network_settings(config) != network_settings(own_config):
+            or lines < config.inference.compile_from_lines \
+            or network_settings(config) != network_settings(opened.record):  # compiled from what it computes
         return
-    entry = compiled_program(checkpoint, own_config)
+    entry = compiled_program(opened)
     if entry is None or verified_program(entry):
         return
     start = time.perf_counter()
     try:
         os.makedirs(os.path.dirname(entry.directory), exist_ok=True)
-        export_checkpoint(resolved, entry.directory, compiled_from=entry.digest)
+        export_checkpoint(opened, entry.directory, compiled_from=entry.digest)
     except (OSError, UserError) as error:
         log.warning("%s: not compiled, the cache cannot be written (%s); predicting with the checkpoint itself",
                     checkpoint, error)

@@ -457,6 +457,7 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
 
 def run_backend(model: str, overrides: List[str], work_dir: str, base_config: str, label_studio_url: str,
                 api_key: str, allow_unauthenticated: bool = False) -> None:
+    from ..checkpoint import open_model
     from ..inference.pipeline import inference_config, load
     from .http import credentials_from_environment, is_loopback, listen, run_server
 
@@ -468,13 +469,14 @@ def run_backend(model: str, overrides: List[str], work_dir: str, base_config: st
     if not os.path.isfile(base_config):
         raise UserError(f"--base-config: file not found: {base_config}")
     credentials = credentials_from_environment()
-    limits = inference_config(model, overrides).serve
+    opened = open_model(model)  # once: the config check and the model read the same files
+    limits = inference_config(opened, overrides).serve
     if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:
         raise UserError(f"--host {limits.host} lets every machine that reaches it ask for predictions and start "
                         f"training rounds with your Label Studio token: set BASIC_AUTH_USER and BASIC_AUTH_PASS (and "
                         f"connect Label Studio with them), or pass --allow-unauthenticated if this network is yours")
     sock = listen(limits.host, limits.port)  # before the model loads: a port in use is one line, at once
-    pipeline = load(model, overrides)
+    pipeline = load(opened, overrides)
     app = create_app(model, pipeline, work_dir, base_config, label_studio_url, api_key, overrides, credentials)
     log.info("Label Studio ML backend on http://%s:%d serving %s; training rounds go to %s", limits.host,
              sock.getsockname()[1], model, work_dir)

@@ -219,11 +219,13 @@ def worker_app():
 def run_service(model: str, overrides: List[str], backend: Optional[str] = None) -> None:
     """Serve ``model`` until SIGTERM or Ctrl-C: stop accepting, finish the requests in flight (within
     ``serve.shutdown_timeout_s``), in every worker process."""
+    from ..checkpoint import open_model
     from ..errors import UserError
     from ..inference.pipeline import inference_config, load
     from ..runtime import choose_device, cpu_thread_count
 
-    config = inference_config(model, overrides, backend=backend)
+    opened = open_model(model)  # once: this process's config check and its model read the same files
+    config = inference_config(opened, overrides, backend=backend)
     limits = config.serve
     credentials = credentials_from_environment()
     sock = listen(limits.host, limits.port)  # before the model loads: a port in use is one line, at once
@@ -233,7 +235,7 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     log.info("%d worker process(es) on %s:%d%s", workers, limits.host, sock.getsockname()[1],
              "" if on_gpu else f", {threads} CPU thread(s) each")
     if workers == 1:
-        ner = load(model, overrides, backend=backend)
+        ner = load(opened, overrides, backend=backend)
         run_server(create_app(ner, limits, credentials), limits, sock)
         return
     from uvicorn.config import STARTUP_FAILURE

@@ -15,13 +15,15 @@ class Extractor:
     """Entities for any number of texts of any length, with character offsets (end exclusive)."""
 
     def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
-                 threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False):
+                 threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False,
+                 whole_words: bool = False):
         """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
         maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
         ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
         costs more than in a batch without sharing), where the model can read several texts in a row
-        (its ``packs_texts``); otherwise a row per window."""
+        (its ``packs_texts``); otherwise a row per window.  ``whole_words``: no span starts or ends inside
+        a word (a model trained on a file read as words, tokenized in subword pieces)."""
         self.model = model
         self.featurizer = featurizer
         self.labels = list(labels)
@@ -29,16 +31,18 @@ class Extractor:
         self.threshold = threshold
         self.batch_size = batch_size
         self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
+        self.continuations = featurizer.continuations if whole_words else frozenset()
 
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
                 threshold: Optional[Threshold] = None, batch_size: int = 0) -> "Extractor":
         """The extractor a run's config and its training record (``checkpoint.TrainedFor``) describe:
         its labels and decoding, ``model.min_score`` (unless ``threshold``), ``inference.batch_size``
-        (unless ``batch_size``) and ``inference.pack_texts``."""
+        (unless ``batch_size``) and ``inference.pack_texts``; whole words for a model trained on words."""
         return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),
                    score_logit(config.model.min_score) if threshold is None else threshold,
-                   batch_size or config.inference.batch_size, pack_texts=config.inference.pack_texts)
+                   batch_size or config.inference.batch_size, pack_texts=config.inference.pack_texts,
+                   whole_words=bool(trained_for.words))
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))
@@ -63,7 +67,8 @@ class Extractor:
                 outputs = self.model(**inputs)
                 for row, spans in zip(members, self.model.decode(outputs, inputs["span_text"], self.threshold)):
                     for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
-                        entities[windows[i].record_index].extend(window_entities(windows[i], own, self.labels))
+                        found = window_entities(windows[i], own, self.labels, self.continuations)
+                        entities[windows[i].record_index].extend(found)
             yield len(batches) - done
         if was_training:
             self.model.train()

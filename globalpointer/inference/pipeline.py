@@ -26,16 +26,20 @@ log = logging.getLogger("globalpointer")
 
 
 class Pipeline:
-    """Entities for texts of any length, with character offsets into each text (end exclusive)."""
+    """Entities for texts of any length, with character offsets into each text (end exclusive).
 
-    def __init__(self, extractor, config: RunConfig, labels: List[str], runtime: Runtime, backend: str,
-                 directory: str):
+    ``model``: what the model is (``checkpoint.ModelDirectory``: its record, types, tokenizer);
+    ``config``: how this pipeline runs it (the record with the run's overrides: backend, device,
+    batch sizes, decoding, service bounds)."""
+
+    def __init__(self, extractor, model, config: RunConfig, runtime: Runtime, backend: str):
         self.extractor = extractor
+        self.model = model
         self.config = config
-        self.labels = labels
+        self.labels = model.trained_for.labels
         self.runtime = runtime
         self.backend = backend
-        self.directory = directory
+        self.directory = model.path
 
     def __repr__(self) -> str:
         return (f"Pipeline({self.directory!r}, backend={self.backend!r}, device={self.runtime.device!r}, "
@@ -113,78 +117,56 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
     return list(overrides or []) + keyword_items
 
 
-def _resolve(model: str, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
-    """(ModelDirectory, config, record, tokenizer) of a checkpoint or export, the overrides applied and checked."""
-    from ..checkpoint import load_without_weights, resolve_model
+def _opened(model, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
+    """(ModelDirectory, run config) of a checkpoint or export (its path, or opened already), the
+    overrides applied and checked."""
+    from ..checkpoint import open_model
 
     settings = _overrides(overrides, keyword) + ([("inference.backend", backend)] if backend else [])
-    resolved = resolve_model(model)
-    return (resolved, *load_without_weights(resolved.path, settings))
+    opened = open_model(model)
+    return opened, opened.run_config(settings)
 
 
-def inference_config(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
+def inference_config(model, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
                      **keyword_overrides) -> RunConfig:
     """The config ``load`` would build the model with, checked as ``load`` checks it (files, overrides,
-    backend), without building the model: what a process that starts others needs to know."""
+    backend), without building the model: what a process that starts others needs to know.
+    ``model``: a path, or a ``checkpoint.ModelDirectory`` (then no file is read)."""
     from ..model.backends import choose_backend
 
-    resolved, config, _, _ = _resolve(model, overrides, backend, keyword_overrides)
-    choose_backend(config.inference.backend, resolved.path, precision=config.inference.precision)
+    opened, config = _opened(model, overrides, backend, keyword_overrides)
+    choose_backend(config.inference.backend, opened, precision=config.inference.precision)
     return config
-
-
-def _compiled_network(resolved, config: RunConfig, settings):
-    """(backend, network) of the program compiled from the checkpoint ``resolved`` when the cache holds
-    one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
-    with a warning, and the checkpoint runs itself)."""
-    from ..checkpoint import compiled_program, drop_compiled, verified_program
-    from ..model.backends import BACKENDS
-
-    if config.inference.backend != "auto" or resolved.export:
-        return None
-    directory = resolved.path
-    entry = compiled_program(directory, config)
-    program_directory = entry and verified_program(entry)
-    if not program_directory:
-        return None
-    try:
-        network = BACKENDS["paddle-inference"].build(program_directory, settings)
-    except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
-        last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
-        drop_compiled(program_directory, f"it does not load: {last_line}")
-        return None
-    log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
-             directory, program_directory)
-    return "paddle-inference", network
 
 
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
-    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``).
+    """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``):
+    its path, or the ``checkpoint.ModelDirectory`` a command opened.
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..checkpoint import THRESHOLDS, read_min_scores
+    from ..checkpoint import THRESHOLDS, compiled_network
     from ..corpus import featurizer_for
     from ..model.backends import BACKENDS, Settings, choose_backend
     from ..model.decode import score_logit
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
 
-    resolved, config, trained_for, tokenizer = _resolve(model, overrides, backend, keyword_overrides)
-    directory = resolved.path
+    opened, config = _opened(model, overrides, backend, keyword_overrides)
+    directory, trained_for, tokenizer = opened.path, opened.trained_for, opened.tokenizer
     labels = trained_for.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
-    settings = Settings(config.model, len(labels), tokenizer, cpu_thread_count(config.cpu_threads, runtime.world_size),
+    settings = Settings(config.model, opened, cpu_thread_count(config.cpu_threads, runtime.world_size),
                         runtime.device, config.inference.precision, config.inference.tensorrt)
-    compiled = _compiled_network(resolved, config, settings)
+    compiled = compiled_network(opened, config, settings)
     if compiled is not None:
         chosen, network = compiled
     else:
-        chosen = choose_backend(config.inference.backend, directory, config.inference.precision, runtime.device)
+        chosen = choose_backend(config.inference.backend, opened, config.inference.precision, runtime.device)
         network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
-    calibrated = read_min_scores(directory, labels) if config.model.use_calibration else None
+    calibrated = opened.min_scores if config.model.use_calibration else None
     if calibrated is not None:
         threshold = [score_logit(score) for score in calibrated]
         log.info("%s/%s: per-type minimum scores %s (model.use_calibration=false: %g for all)", directory,
@@ -197,4 +179,4 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
                                 config.data.window_overlap)
     extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size)
-    return Pipeline(extractor, config, labels, runtime, chosen, directory)
+    return Pipeline(extractor, opened, config, runtime, chosen)

@@ -19,30 +19,12 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError
-from ..files import check_format_version
+from ..files import EXPORT_INFO, EXPORT_PROGRAM
 from .decode import decode_logit_array
 from .network import load_network
 
-PROGRAM, PARAMS, ONNX, ONNX_INT8 = "inference.json", "inference.pdiparams", "model.onnx", "model.int8.onnx"
+PROGRAM, PARAMS, ONNX, ONNX_INT8 = EXPORT_PROGRAM, "inference.pdiparams", "model.onnx", "model.int8.onnx"
 OPENVINO_INT8, OPENVINO_INT8_WEIGHTS = "model.int8.xml", "model.int8.bin"  # OpenVINO's IR: graph, weights
-EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
-
-
-def is_export(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, PROGRAM))
-
-
-def check_export_format(directory: str) -> None:
-    """An export written by a later version (its export.json's format_version) is refused; a missing or
-    unreadable export.json is no error (the program says what it reads: ``program_input_dtype``)."""
-    path = os.path.join(directory, EXPORT_INFO)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-    except (OSError, ValueError):
-        return
-    if isinstance(info, dict):
-        check_format_version(path, info)
 
 
 def onnxruntime_available() -> bool:
@@ -229,10 +211,9 @@ class OpenVinoModel(_ExportedModel):
 
 
 class Settings(NamedTuple):
-    """What building a backend needs besides the model directory."""
+    """What building a backend needs besides the files of the directory it runs."""
     model: object  # a run config's model section (head, head_size, rope, tril_mask, loss, dropout)
-    num_types: int
-    tokenizer: object  # the directory's vocabulary (the dynamic graph rebuilds its encoder with it)
+    opened: object  # the model directory as opened (checkpoint.ModelDirectory): types, tokenizer, architecture
     threads: int
     device: str
     precision: str
@@ -240,7 +221,9 @@ class Settings(NamedTuple):
 
 
 def _dynamic(directory: str, settings: Settings):
-    return load_network(directory, settings.model, settings.num_types, settings.tokenizer)[0]
+    opened = settings.opened
+    return load_network(directory, settings.model, len(opened.trained_for.labels), opened.tokenizer,
+                        opened.architecture)[0]
 
 
 def _paddle_inference(directory: str, settings: Settings):
@@ -309,9 +292,10 @@ def int8_backends(directory: str) -> List[str]:
             and all(os.path.isfile(os.path.join(directory, f)) for f in backend.files["int8"])]
 
 
-def why_not(name: str, directory: str, precision: str, device: str, installed: Callable[[str], bool]) -> str:
-    """Why backend ``name`` cannot run ``directory`` at ``precision`` on ``device``; "" when it can."""
-    backend, export = BACKENDS[name], is_export(directory)
+def why_not(name: str, model, precision: str, device: str, installed: Callable[[str], bool]) -> str:
+    """Why backend ``name`` cannot run ``model`` (a ``checkpoint.ModelDirectory``) at ``precision`` on
+    ``device``; "" when it can."""
+    backend, export, directory = BACKENDS[name], model.export, model.path
     if precision not in backend.files:
         takers = [other for other, entry in BACKENDS.items() if precision in entry.files]
         return f"inference.precision={precision} runs on {' or '.join(takers)}, not {name}"
@@ -334,24 +318,25 @@ def why_not(name: str, directory: str, precision: str, device: str, installed: C
     return ""
 
 
-def choose_backend(requested: str, directory: str, precision: str = "float32", device: str = "cpu",
+def choose_backend(requested: str, model, precision: str = "float32", device: str = "cpu",
                    installed: Optional[Callable[[str], bool]] = None) -> str:
-    """The backend for ``directory`` (a checkpoint or an export): ``requested`` if the table's rules
+    """The backend for ``model`` (a checkpoint or an export, as ``checkpoint.open_model`` opened it):
+    ``requested`` if the table's rules
     allow it, for ``auto`` the first that they allow; otherwise a ConfigError with the reason.
     ``installed(name)``: whether a backend's library is installed (default: look)."""
     installed = installed or (lambda name: BACKENDS[name].installed())
     if requested != "auto":
-        reason = why_not(requested, directory, precision, device, installed)
+        reason = why_not(requested, model, precision, device, installed)
         if reason:
             raise ConfigError(reason)
         return requested
     candidates = [name for name, backend in BACKENDS.items() if precision in backend.auto_for]
-    reasons = [why_not(name, directory, precision, device, installed) for name in candidates]
+    reasons = [why_not(name, model, precision, device, installed) for name in candidates]
     for name, reason in zip(candidates, reasons):
         if not reason:
             return name
     if not candidates:
         raise ConfigError(f"inference.precision={precision}: no backend runs it")
     # the reason of the last one, the most general (ONNX Runtime for INT8, the dynamic graph for a checkpoint)
-    fitting = [r for name, r in zip(candidates, reasons) if BACKENDS[name].runs_export == is_export(directory)]
+    fitting = [r for name, r in zip(candidates, reasons) if BACKENDS[name].runs_export == model.export]
     raise ConfigError(f"inference.backend=auto found no backend: {(fitting or reasons)[-1]}")

@@ -89,10 +89,14 @@ def vocab_is_uncased(vocab_file: str) -> bool:
     return True
 
 
-def bert_tokenizer(vocab_file: str):
+def bert_tokenizer(vocab_file: str, lower_case: Optional[bool] = None):
+    """The tokenizer of ``vocab_file``; ``lower_case``: as a model directory's tokenizer_config.json
+    recorded it (None: decided from the vocabulary, ``vocab_is_uncased``)."""
     from paddlenlp.transformers import BertTokenizer
 
-    return BertTokenizer(vocab_file, do_lower_case=vocab_is_uncased(vocab_file))
+    if lower_case is None:
+        lower_case = vocab_is_uncased(vocab_file)
+    return BertTokenizer(vocab_file, do_lower_case=lower_case)
 
 
 def build_tiny(hidden_size: int = 64, layers: int = 2, heads: int = 2) -> Encoder:
@@ -261,22 +265,28 @@ def position_limit(model) -> Optional[int]:
     return getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
-def saved_position_limit(directory: str) -> Optional[int]:
-    """The position limit recorded in a model directory's config.json (checkpoints and exports)."""
-    try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
-            limit = json.load(handle).get("max_position_embeddings")
-    except (OSError, ValueError, AttributeError):
-        return None  # the architecture's own loader reports a broken config.json
+def saved_position_limit(architecture: dict) -> Optional[int]:
+    """The position limit recorded in a model directory's config.json (``architecture``, as read)."""
+    limit = architecture.get("max_position_embeddings")
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
-def encoder_architecture(directory: str):
-    """An encoder with the architecture saved in a checkpoint, weights left to the caller."""
-    from paddlenlp.transformers import AutoConfig, AutoModel
+def encoder_architecture(architecture: dict):
+    """An encoder with the architecture of a model directory's config.json (``architecture``, as read:
+    the file is not opened again), weights left to the caller.  The configuration class is the one
+    of the model class the file names, as PaddleNLP's ``AutoConfig`` picks it."""
+    import inspect
+
+    import paddlenlp.transformers as transformers
+    from paddlenlp.transformers import AutoConfig, AutoModel, PretrainedModel
 
     quiet_paddlenlp()
-    return AutoModel.from_config(AutoConfig.from_pretrained(directory))
+    names = architecture.get("architectures") or [architecture.get("init_class")]
+    model_class = getattr(transformers, str(names[0]), None) if names[0] else None
+    config_class = AutoConfig
+    if inspect.isclass(model_class) and issubclass(model_class, PretrainedModel) and model_class.config_class:
+        config_class = model_class.config_class
+    return AutoModel.from_config(config_class.from_dict(architecture))
 
 
 def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:

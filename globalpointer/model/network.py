@@ -75,11 +75,11 @@ def load_weights(network: nn.Layer, directory: str) -> None:
     network.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
 
 
-def load_network(directory: str, settings, num_types: int, tokenizer) -> Tuple[SpanNetwork, Encoder]:
-    """The network saved in a model directory (its encoder's config.json and ``WEIGHTS``), ready to
-    predict on the current device."""
+def load_network(directory: str, settings, num_types: int, tokenizer, architecture: dict) -> Tuple[SpanNetwork, Encoder]:
+    """The network saved in a model directory (``architecture``: its encoder's config.json, as read;
+    and ``WEIGHTS``), ready to predict on the current device."""
     try:
-        encoder_model = encoder_architecture(directory)
+        encoder_model = encoder_architecture(architecture)
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json
         raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)

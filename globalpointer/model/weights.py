@@ -53,12 +53,12 @@ def save_state(state: Dict[str, Any], path: str) -> None:
 def load_state(path: str) -> Dict[str, Any]:
     """The state ``save_state`` wrote, tensors as numpy arrays."""
     from safetensors import SafetensorError
-    from safetensors.numpy import load_file, safe_open
+    from safetensors.numpy import safe_open
 
     try:
-        with safe_open(path, framework="np") as handle:
+        with safe_open(path, framework="np") as handle:  # one opening: metadata and tensors
             metadata = handle.metadata() or {}
-        tensors = load_file(path)
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
     except (SafetensorError, OSError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupted or unreadable ({error}); use another checkpoint or "
                               f"train again") from None

@@ -12,7 +12,7 @@ import paddle
 from tqdm import tqdm
 
 from ..checkpoint import (MODEL_RECORD_KEYS, LoadedModel, TrainedFor, load_checkpoint, record_differences,
-                          resolve_checkpoint, trained_config)
+                          trained_config)
 from ..config import RunConfig, flatten_config, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
@@ -21,13 +21,13 @@ from ..data.sources import annotated_planes, check_declared, source_paths, sourc
 from ..errors import ConfigError
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
-from ..files import RunLock
+from ..files import RunLock, resolve_checkpoint
 from ..inference.extractor import Extractor
 from ..model.encoders import Encoder, check_position_limit, load_encoder, position_limit
 from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
-from ..spans import Record, overlapping
+from ..spans import Record, on_word_boundaries, overlapping
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
 
@@ -126,7 +126,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
-    trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records))
+    trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records),
+                             on_word_boundaries(train_records))
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
     if config.model.decode == "auto":
         log.info("model.decode auto: %s (%s training text had overlapping entities)",

@@ -14,11 +14,12 @@ from typing import List, Optional
 
 from tqdm import tqdm
 
-from ..checkpoint import DECODING_KEYS, TrainedFor, read_record, resolve_checkpoint, write_checkpoint
+from ..checkpoint import DECODING_KEYS, TrainedFor, read_record, write_checkpoint
 from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
-from ..files import PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions
+from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
+                     resolve_checkpoint)
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
