@@ -108,6 +108,10 @@ class ModelConfig:
     head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
                      _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
+    context: str = _opt("none", "layers between the encoder and the head, trained from scratch at train.head_lr: "
+                        "transformer (attending within each text) or bilstm (one text per row)",
+                        choices=("none", "transformer", "bilstm"))
+    context_layers: int = _opt(1, "number of model.context layers", bounds=POSITIVE)
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",

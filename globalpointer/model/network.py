@@ -1,4 +1,5 @@
-"""The network: encoder -> dropout -> span head, over rows that may hold several texts.
+"""The network: encoder -> context layers (``model.context``) -> dropout -> span head, over rows that
+may hold several texts.
 
 ``token_text`` and ``span_text`` number the texts of each row (masks.py), so every text of a
 row is encoded and scored as if it were alone.  ``WEIGHTS`` is where a model directory keeps the
@@ -6,12 +7,13 @@ network's weights (safetensors: read as data, never executed).
 """
 import inspect
 import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 import paddle
 from paddle import nn
 
 from ..errors import CheckpointError
+from .context import build_context
 from .encoders import Encoder, encoder_architecture
 from .heads import build_head
 from .linear_autograd import use_training_linear
@@ -27,9 +29,10 @@ def model_inputs(batch: dict) -> dict:
 
 
 class SpanNetwork(nn.Layer):
-    def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float):
+    def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float, context: Optional[nn.Layer] = None):
         super().__init__()
         self.encoder = use_training_linear(encoder)
+        self.context = context
         self.dropout = nn.Dropout(dropout)
         self.head = head
         parameters = inspect.signature(encoder.forward).parameters
@@ -41,14 +44,21 @@ class SpanNetwork(nn.Layer):
     @property
     def packs_texts(self) -> bool:
         """Whether a row may hold several texts: the encoder must take position ids (to start each
-        text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
-        return self.takes_positions and self.head.packs_texts
+        text at 0), the context layers keep to each text and the head must score spans (a tagger's
+        CRF would run across the texts)."""
+        return self.takes_positions and self.head.packs_texts and getattr(self.context, "packs_texts", True)
+
+    def fresh_parameters(self) -> list:
+        """The weights no pretrained encoder gave: the head's and the context layers'."""
+        return list(self.head.parameters()) + (list(self.context.parameters()) if self.context is not None else [])
 
     def forward(self, input_ids, token_text, span_text):
         bias, position_ids = text_attention(token_text)
         positions = {"position_ids": position_ids} if self.takes_positions else {}
         output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions, **self.encoder_options)
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        if self.context is not None:
+            hidden = self.context(hidden, bias, token_text)
         return self.head(self.dropout(hidden), span_text)
 
     def decode(self, logits, span_text, threshold):
@@ -59,7 +69,8 @@ def build_network(settings, encoder: Encoder, num_types: int) -> SpanNetwork:
     """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout)."""
     head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
                       rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss)
-    return SpanNetwork(encoder.model, head, settings.dropout)
+    context = build_context(settings.context, encoder.hidden_size, settings.context_layers, settings.dropout)
+    return SpanNetwork(encoder.model, head, settings.dropout, context)
 
 
 def load_weights(network: nn.Layer, directory: str) -> None:
