@@ -1,6 +1,7 @@
 """Shared by the bench scripts: timing medians, batches of real text, a model over one encoder."""
 import os
 import statistics
+import sys
 import time
 from typing import Callable, Dict, List
 
@@ -12,13 +13,16 @@ import paddle
 from globalpointer.config import load_config
 from globalpointer.data.batching import collate
 from globalpointer.data.features import Featurizer
+from globalpointer.data.public_sets import DATA_ENV, incomplete
 from globalpointer.data.readers import read_records
 from globalpointer.model.encoders import load_encoder
 from globalpointer.model.network import model_inputs
 from globalpointer.model.network import build_network
 from globalpointer.runtime import setup_runtime
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+# the folder holding the public sets (DIR/<set>/): $GLOBALPOINTER_DATA, else ../shared/data
+SHARED = os.environ.get(DATA_ENV) or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
+                                                  "shared", "data")
 
 
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 2) -> float:
@@ -63,9 +67,17 @@ def synthetic_batch(encoder, batch_size: int, length: int, num_types: int, gold_
             "span_text": paddle.to_tensor(span_text)}, paddle.to_tensor(gold)
 
 
-def cluener_texts(count: int, split: str = "dev") -> List[str]:
-    path = os.path.join(SHARED, "cluener", f"{split}.json")
-    records = read_records(path, limit=count)
+def public_set_file(folder: str, name: str, file: str) -> str:
+    """``folder/name/file``, checked complete first (a partial copy is named, not half measured)."""
+    problems = incomplete(folder, name, [file])
+    if problems:
+        raise SystemExit(f"{'; '.join(problems)}: name the folder of the public sets with --data or ${DATA_ENV} "
+                         f"(globalpointer data fetch {name} --to DIR)")
+    return os.path.join(folder, name, file)
+
+
+def cluener_texts(count: int, split: str = "dev", folder: str = SHARED) -> List[str]:
+    records = read_records(public_set_file(folder, "cluener", f"{split}.json"), limit=count)
     texts = [r.text for r in records]
     while len(texts) < count:  # repeat the file when more lines are asked for
         texts += texts[: count - len(texts)]
@@ -94,16 +106,16 @@ def table(rows: List[dict]) -> str:
 
 
 class Rows:
-    """Rows printed as they are measured (long runs show progress), then the whole table."""
+    """Rows measured one by one: each a progress line on standard error as it is measured (long runs
+    show progress), then the whole table, under one header, on standard output."""
 
     def __init__(self):
         self.rows: List[dict] = []
 
     def add(self, row: dict) -> dict:
         self.rows.append(row)
-        print(table([row]), flush=True)
+        print("measured: " + ", ".join(f"{key} {value}" for key, value in row.items()), file=sys.stderr, flush=True)
         return row
 
     def finish(self) -> None:
-        print()
         print(table(self.rows))

@@ -13,6 +13,7 @@ import os
 
 from common import interleaved_medians
 import globalpointer
+from globalpointer import cpu_math
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +27,7 @@ def main():
     args = parser.parse_args()
     ner = globalpointer.load(args.model, [f"model.min_score={args.min_score}", "model.decode=flat"])
     pool = open(os.path.join(ROOT, "data", "cluener-sample", "raw.txt"), encoding="utf-8").read().replace("\n", "")
-    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores; {args.model}, model.min_score={args.min_score}")
+    print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores; {args.model}, model.min_score={args.min_score}")
     print(f"{'characters':>10} {'entities':>9} {'one text s':>11} {'short texts s':>14} {'ratio':>6}")
     for length in map(int, args.lengths.split(",")):
         text = (pool * (length // len(pool) + 1))[:length]

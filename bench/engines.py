@@ -22,14 +22,15 @@ import sys
 import tempfile
 import time
 
+from common import SHARED, public_set_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "data", "cluener")
 
 
 def write_texts(path: str, count: int) -> int:
     texts = []
     for split in ("test", "dev"):
-        with open(os.path.join(SHARED, f"{split}.json"), encoding="utf-8") as handle:
+        with open(public_set_file(SHARED, "cluener", f"{split}.json"), encoding="utf-8") as handle:
             texts += [json.loads(line)["text"] for line in handle if line.strip()]
     texts = texts[:count]
     with open(path, "w", encoding="utf-8") as out:
@@ -89,7 +90,7 @@ def main() -> None:
     def run_ray(out: str) -> None:
         ray.data.read_json(source).map_batches(
             RayPredictor, fn_constructor_kwargs={"model": model, "overrides": one_thread},
-            concurrency=2, num_cpus=0.5, batch_size=args.batch_size).write_json(out)
+            compute=ray.data.ActorPoolStrategy(size=2), num_cpus=0.5, batch_size=args.batch_size).write_json(out)
 
     def run_spark(out: str) -> None:
         frame = spark.read.json(source).repartition(2)

@@ -20,9 +20,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import globalpointer  # first: it quiets the warnings Paddle prints on import
+from globalpointer import cpu_math
 import paddle
 
-from common import Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
+from common import SHARED, Rows, cluener_texts, interleaved_medians, median_seconds, real_batches
+from globalpointer.data.public_sets import DATA_ENV
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.backends import int8_backends, openvino_available
 from globalpointer.training.step import build_optimizer
@@ -62,19 +64,21 @@ def main():
     parser.add_argument("--export", required=True, help="its export with model.onnx (and model.int8.onnx, "
                                                          "model.int8.xml)")
     parser.add_argument("--texts", type=int, default=512)
+    parser.add_argument("--data", default=SHARED, help=f"the folder of the public sets, holding cluener/ (default "
+                                                       f"${DATA_ENV}, else ../shared/data)")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per forward pass in prediction")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-steps", type=int, default=8, help="timed optimizer steps per repeat")
     args = parser.parse_args()
 
-    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
     ours = globalpointer.load(args.model, backend="dynamic", window_batch_size=args.batch_size)
     rates = gemm_rates(args.repeats)
     print(f"float32 GEMM {GEMM}x{GEMM}: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s "
           f"({rates['paddle'] / rates['numpy']:.2f} of numpy)")
     limit = rates["numpy"] * 1e9
 
-    texts = cluener_texts(args.texts)
+    texts = cluener_texts(args.texts, folder=args.data)
     encoder = ours.extractor.featurizer
     lengths = [len(w.input_ids) for w in encoder.text_windows(texts)]
     tokens, mean_length = sum(lengths), statistics.mean(lengths)
@@ -117,7 +121,7 @@ def main():
             ratio = seconds["ours, ONNX Runtime float32"] / seconds[f"ours, {name} INT8"]
             print(f"{name} INT8 / ONNX Runtime float32: {ratio:.2f}x the texts/s (target: 3x)")
 
-    batches, _ = real_batches(SimpleNamespace(tokenizer=encoder.tokenizer), cluener_texts(args.train_steps * 16, "train"),
+    batches, _ = real_batches(SimpleNamespace(tokenizer=encoder.tokenizer), cluener_texts(args.train_steps * 16, "train", args.data),
                               16)
     train_rows = Rows()
     model.train()

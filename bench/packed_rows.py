@@ -15,6 +15,7 @@ import os
 
 from common import Rows, cluener_texts, interleaved_medians
 import globalpointer
+from globalpointer import cpu_math
 from globalpointer.data.batching import prediction_batches
 from machine import gemm_rates
 
@@ -40,7 +41,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
     models = {packed: globalpointer.load(args.model, backend=args.backend, inference__pack_texts=packed)
               for packed in (False, True)}
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads

@@ -13,6 +13,7 @@ import os
 
 from common import Rows, cluener_texts, interleaved_medians
 import globalpointer
+from globalpointer import cpu_math
 import globalpointer.data.batching
 from globalpointer.data.batching import length_grouped_batches, padding_aware_batches
 from machine import gemm_rates
@@ -31,7 +32,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
     ner = globalpointer.load(args.model, backend=args.backend)
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads
     print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s; "

@@ -38,6 +38,7 @@ from typing import Tuple
 from common import Rows, cluener_texts
 from machine import gemm_rates
 import globalpointer
+from globalpointer import cpu_math
 import globalpointer.inference.pipeline
 from globalpointer.deploy.serve import workers_serving
 
@@ -218,7 +219,7 @@ def main():
                              "e.g. --set serve.batch_wait_ms=10")
     args = parser.parse_args()
 
-    print(f"host: {globalpointer.MATH_LIBRARY}; {os.cpu_count()} cores")
+    print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
     texts = cluener_texts(args.requests)
     ner = globalpointer.load(args.model, args.set, backend=args.backend)
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads

@@ -7,7 +7,7 @@ import zlib as _zlib  # noqa: F401  before Paddle: PyPI's paddlepaddle-gpu 2.6.2
 from typing import Optional as _Optional, Sequence as _Sequence
 
 __version__ = "0.1.0"  # pyproject.toml's (a test keeps them equal)
-__all__ = ["load", "MATH_LIBRARY", "__version__"]
+__all__ = ["load", "__version__"]
 
 # Noise that paddle prints on import and that no user can act on.
 _warnings.filterwarnings("ignore", message="No ccache found")
@@ -23,7 +23,7 @@ _logging.getLogger("globalpointer").setLevel(_logging.WARNING)
 # Before any Paddle kernel runs: MKL's fast path on non-Intel CPUs (cpu_math.py says why).
 from . import cpu_math as _cpu_math  # noqa: E402
 
-MATH_LIBRARY = _cpu_math.CHOSEN = _cpu_math.configure_mkl()
+_cpu_math.CHOSEN = _cpu_math.configure_mkl()  # the line the runtime logs
 
 
 def load(model: str, overrides: _Optional[_Sequence[str]] = None, backend: _Optional[str] = None,

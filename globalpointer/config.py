@@ -603,7 +603,10 @@ def require_files(config: RunConfig, keys: List[str]) -> None:
     for key in ("train", "dev", "test"):
         for path in source_paths(getattr(config.data, key)):
             if not os.path.isfile(path):
-                raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)} ({PATH_RULE})")
+                from .data.public_sets import fetch_hint
+
+                hint = fetch_hint(path) or f" ({PATH_RULE})"
+                raise ConfigError(f"data.{key}: file not found: {os.path.abspath(path)}{hint}")
 
 
 def yaml_scalar(value) -> str:

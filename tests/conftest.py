@@ -5,16 +5,27 @@ from helpers import ROOT
 
 # programs compiled from the tests' checkpoints stay out of the user's cache (subprocesses inherit it)
 os.environ["GLOBALPOINTER_CACHE"] = tempfile.mkdtemp(prefix="globalpointer-test-cache-")
-SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+# the folder holding the public sets (DIR/<set>/): $GLOBALPOINTER_DATA, else ../shared/data
+SHARED_DATA = os.environ.get("GLOBALPOINTER_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 import pytest
 
 
 @pytest.fixture
 def shared_data():
-    if not os.path.isdir(SHARED_DATA):
-        pytest.skip("../shared/data is not present")
-    return SHARED_DATA
+    """A function: the folder of the public sets, each set it is asked for checked complete first (a
+    partial copy skips the test, saying what is missing, rather than failing it)."""
+    from globalpointer.data.public_sets import incomplete
+
+    def sets(*wanted: str) -> str:
+        """``wanted``: sets ("msra") or a set's files ("cmeee/CMeEE_dev.json")."""
+        problems = [problem for item in wanted
+                    for problem in incomplete(SHARED_DATA, item.split("/")[0], item.split("/")[1:])]
+        if problems:
+            pytest.skip(f"the public sets in {SHARED_DATA} ($GLOBALPOINTER_DATA) are incomplete: {'; '.join(problems)}")
+        return SHARED_DATA
+
+    return sets
 
 
 @pytest.fixture

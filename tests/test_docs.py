@@ -2,6 +2,7 @@
 link or a missing page fails)."""
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,3 +113,13 @@ def test_every_test_the_docs_name_exists():
         named |= set(re.findall(r"(?:`|::)(test_\w+)(?![\w.])", open(path, encoding="utf-8").read()))
     files = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "tests", "*.py"))}
     assert sorted(named - defined - {f[:-3] for f in files}) == []
+
+
+@pytest.mark.parametrize("page", ["index.md", "training.md"])
+def test_the_pages_that_list_the_subcommands_list_every_one(page):
+    from globalpointer.cli import COMMANDS
+
+    text = open(os.path.join(ROOT, "docs", page), encoding="utf-8").read()
+    # `name`, `globalpointer name` or globalpointer a|name|b: as a command, not a word of the prose
+    missing = [name for name in COMMANDS if not re.search(rf"[`| ]{re.escape(name)}[`|]", text)]
+    assert not missing, f"docs/{page} leaves out {missing}"

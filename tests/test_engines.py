@@ -45,7 +45,8 @@ def test_ray_data_map_batches_gives_predict_pys_entities(trained, texts_and_expe
     try:
         ds = ray.data.read_json(str(source)).map_batches(
             RayPredictor, fn_constructor_kwargs={"model": str(trained / "run" / "best"), "overrides": ["cpu_threads=1"]},
-            concurrency=2, num_cpus=0.5, batch_size=8)  # 1 of the 2 CPUs left for reading and writing
+            # 1 of the 2 CPUs left for reading and writing; compute=, as Ray 2.51 deprecated concurrency=
+            compute=ray.data.ActorPoolStrategy(size=2), num_cpus=0.5, batch_size=8)
         ds.write_parquet(str(tmp / "ray-parquet"))
         ds.write_json(str(tmp / "ray-json"))
     finally:

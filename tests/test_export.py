@@ -351,3 +351,22 @@ def test_export_replaces_an_earlier_export_and_nothing_else(run_copy, tmp_path, 
     assert cli(["export", "--model", best, "--output", str(target)]) == 0
     assert cli(["export", "--model", best, "--output", str(target) + "/"]) == 0  # the earlier export is replaced
     assert (target / "inference.json").is_file() and not (tmp_path / "export.previous").exists()
+
+
+def test_export_says_what_it_wrote_not_what_its_libraries_print(trained, tmp_path, capfd):
+    """Paddle's static-graph warning and paddle2onnx's progress, naming the temporary folder the export
+    is built in, stay out of the command's output; what a library prints when a step fails is kept."""
+    from globalpointer.deploy.export import held_library_output
+
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(tmp_path / "export"),
+                "--onnx"]) == 0
+    out, err = capfd.readouterr()
+    assert "partial" not in out + err and "Paddle2ONNX" not in err and "out tensor" not in err
+    assert "model.onnx" in err  # the files written
+    with pytest.raises(RuntimeError):
+        with held_library_output():
+            os.write(2, b"[Paddle2ONNX] Start parsing\nthe reason it failed\n")
+            raise RuntimeError
+    with held_library_output():
+        os.write(1, b"[Paddle2ONNX] Start parsing\nsomething else\n")
+    assert capfd.readouterr().err == "[Paddle2ONNX] Start parsing\nthe reason it failed\nsomething else\n"

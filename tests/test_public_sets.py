@@ -154,6 +154,7 @@ def test_a_malformed_tsv_line_is_named():
 def test_the_published_checksums_match_the_copies_here(shared_data):
     """CMeEE's dev and test MD5s (PaddleNLP's) are those of the files the results were measured on; the
     CLUENER counts are its files'."""
+    shared_data = shared_data("cluener")
     for wanted in PUBLIC_SETS["cmeee"].files:
         path = os.path.join(shared_data, "cmeee", wanted.name)
         if os.path.isfile(path):
@@ -167,6 +168,7 @@ def test_the_published_checksums_match_the_copies_here(shared_data):
 def test_the_cluener_config_trains_from_a_clone_after_the_documented_fetch(shared_data, tmp_path, monkeypatch):
     """A clone's layout (configs/ beside data/), CLUENER's release served on loopback in place of its
     source, the fetch the docs give, then configs/cluener.yaml as shipped (shortened with --set)."""
+    shared_data = shared_data("cluener")
     served = tmp_path / "served"
     served.mkdir()
     zipped(served / "cluener_public.zip", {name: open(os.path.join(shared_data, "cluener", name), "rb").read()
@@ -183,3 +185,41 @@ def test_the_cluener_config_trains_from_a_clone_after_the_documented_fetch(share
     summary = json.load(open(clone / "runs" / "cluener-gp" / "summary.json"))
     assert summary["steps"] >= 1 and os.path.isfile(clone / "runs" / "cluener-gp" / "best" / "model.safetensors")
 
+
+
+def test_a_shipped_configs_missing_file_names_the_command_that_fetches_it(tmp_path, monkeypatch, capsys):
+    """A newcomer's first train with a shipped config met "file not found" alone."""
+    from globalpointer.cli import train_main
+    from helpers import ROOT
+
+    assert train_main(["--config", os.path.join(ROOT, "configs", "msra.yaml"),
+                       "--set", f"data.train={tmp_path}/msra/msra_train_bio.txt"]) == 2
+    assert "a file of the public set msra: fetch it with globalpointer data fetch msra --to " in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert train_main(["--config", os.path.join(ROOT, "configs", "conll2003.yaml"), "--set",
+                       "data.train=data/conll2003/train.txt"]) == 2
+    err = capsys.readouterr().err
+    assert "the public set conll2003, which is not fetched: sign the Reuters corpus agreement" in err
+    assert "put train.txt, valid.txt and test.txt in data/conll2003/" in err
+    from globalpointer.data.readers import read_records
+    from globalpointer.errors import DataError
+
+    with pytest.raises(DataError, match="public set cluener: fetch it with globalpointer data fetch cluener$"):
+        read_records("data/cluener/dev.json")  # evaluate --data, predict: the readers say it too
+    (tmp_path / "mine").mkdir()
+    assert train_main(["--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
+                       "--set", "data.train=mine/train.json"]) == 2
+    assert "fetch" not in capsys.readouterr().err  # not a set's file: the path rule, as before
+
+
+def test_a_partial_copy_of_a_set_is_said_file_by_file(tmp_path):
+    """Benches and tests check a copy before they use it ($GLOBALPOINTER_DATA): a missing file, or one
+    cut short, is named; the files asked for alone are checked."""
+    from globalpointer.data.public_sets import incomplete
+
+    (tmp_path / "cluener").mkdir()
+    (tmp_path / "cluener" / "train.json").write_text('{"text": "x"}\n' * 10748)
+    (tmp_path / "cluener" / "dev.json").write_text('{"text": "x"}\n' * 1000)
+    assert incomplete(str(tmp_path), "cluener") == [f"{tmp_path}/cluener/dev.json has 1000 records, not 1343",
+                                                   f"{tmp_path}/cluener/test.json is missing"]
+    assert incomplete(str(tmp_path), "cluener", ["train.json"]) == []

@@ -155,6 +155,7 @@ def test_limit_reads_first_records(tmp_path):
 
 def test_real_dataset_counts(shared_data):
     """Entity counts of the shared files match their published statistics."""
+    shared_data = shared_data("cmeee/CMeEE_dev.json", "msra", "conll2003/valid.txt", "cluener/train.json")
     assert sum(len(r.entities) for r in read_records(f"{shared_data}/cmeee/CMeEE_dev.json")) == 20300
     assert sum(len(r.entities) for r in read_records(f"{shared_data}/msra/msra_test_bio.txt")) == 2886 + 1331 + 1973
     assert sum(len(r.entities) for r in read_records(f"{shared_data}/conll2003/valid.txt")) == 5942

@@ -104,6 +104,43 @@ PUBLIC_SETS: Dict[str, PublicSet] = {
 }
 
 
+DATA_ENV = "GLOBALPOINTER_DATA"  # the folder holding the sets (DIR/<set>/), for benches and tests
+
+
+def incomplete(folder: str, name: str, files: Sequence[str] = ()) -> List[str]:
+    """What keeps ``folder/<name>/`` from being the set (or its ``files``) as its layout reads it: each
+    file missing, or with another number of records than the set's paper gives (a partial copy); []
+    when complete."""
+    problems = []
+    for wanted in find_set(name).files:
+        if files and wanted.name not in files:
+            continue
+        path = os.path.join(folder, name, wanted.name)
+        if not os.path.isfile(path):
+            problems.append(f"{path} is missing")
+        elif wanted.records is not None:
+            with open(path, "rb") as handle:
+                records = sum(1 for line in handle if line.strip())
+            if records != wanted.records:
+                problems.append(f"{path} has {records} records, not {wanted.records}")
+    return problems
+
+
+def fetch_hint(path: str) -> str:
+    """For a missing file where a public set's layout puts one of its files (``DIR/<set>/<file>``):
+    the command that fetches it (or where the set comes from); "" otherwise."""
+    folder, name = os.path.split(os.path.abspath(path))
+    chosen = PUBLIC_SETS.get(os.path.basename(folder))
+    if chosen is None or name not in {wanted.name for wanted in chosen.files}:
+        return ""
+    target = os.path.relpath(os.path.dirname(folder))
+    where = "" if target == "data" else f" --to {target}"
+    set_name = os.path.basename(folder)
+    if chosen.url is None:
+        return f"; a file of the public set {set_name}, which is not fetched: {chosen.manual.replace('DIR/', target + '/')}"
+    return f"; a file of the public set {set_name}: fetch it with globalpointer data fetch {set_name}{where}"
+
+
 def find_set(name: str) -> PublicSet:
     if name not in PUBLIC_SETS:
         raise UserError(f"no public set {name!r}: the sets are {', '.join(PUBLIC_SETS)}")

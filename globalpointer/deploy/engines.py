@@ -4,7 +4,8 @@ worker process.
 Ray Data (``pip install "globalpointer[ray]"``)::
 
     ds = ray.data.read_json("texts.jsonl")
-    ds = ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": "runs/x/best"}, concurrency=2, batch_size=256)
+    ds = ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": "runs/x/best"},
+                        compute=ray.data.ActorPoolStrategy(size=2), batch_size=256)
     ds.write_parquet("out/")
 
 Spark (``pip install "globalpointer[spark]"``)::
@@ -84,7 +85,7 @@ class RayPredictor:
     as a pyarrow table with the other columns as they were.
 
     ``overrides``: config keys as ``--set`` takes them, e.g. ``["cpu_threads=1"]`` (one core per
-    actor when ``concurrency`` is the number of cores)."""
+    actor when the actor pool's size is the number of cores)."""
 
     def __init__(self, model: str, text_column: str = "text", entities_column: str = "entities",
                  overrides: Sequence[str] = (), backend: Optional[str] = None, batch_size: int = 0):

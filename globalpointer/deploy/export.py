@@ -15,6 +15,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -68,7 +69,8 @@ def check_paddle_exports() -> None:
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
     static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
-    paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
+    with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
+        paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
 
 
 def check_export_target(output: str, checkpoint: str, requested: str = "") -> None:
@@ -186,6 +188,41 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
              "inference.compile_from_lines)", checkpoint, time.perf_counter() - start, entry.directory, lines)
 
 
+# What Paddle and paddle2onnx print while an export is built that no user can act on: a static-graph
+# warning, progress lines, and the temporary folder the export is built in (it is renamed after)
+LIBRARY_NOISE = re.compile(r"not support input out tensor|^\[Paddle2ONNX\]|ONNX model saved in ")
+
+
+@contextlib.contextmanager
+def held_library_output(noise: re.Pattern = LIBRARY_NOISE) -> Iterator[None]:
+    """What a library prints on file descriptors 1 and 2 (from Python or from C++) is held back while
+    the block runs, then passed on to standard error without the lines of ``noise``; all of it when
+    the block fails (it may say why)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    failed = True
+    with tempfile.TemporaryFile() as held, open(held.fileno(), "w", buffering=1, encoding="utf-8",
+                                                   closefd=False) as held_text:
+        try:
+            os.dup2(held.fileno(), 1)
+            os.dup2(held.fileno(), 2)
+            with contextlib.redirect_stdout(held_text), contextlib.redirect_stderr(held_text):  # Python's print
+                yield
+            failed = False
+        finally:
+            ctypes.CDLL(None).fflush(None)  # C's buffered writes, before the descriptors are given back
+            held_text.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for descriptor in saved:
+                os.close(descriptor)
+            held.seek(0)
+            for line in held.read().decode("utf-8", "replace").splitlines():
+                if failed or not noise.search(line):
+                    print(line, file=sys.stderr)
+
+
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """What a library prints to standard output, from Python or from C++ (paddle2onnx), goes to standard
@@ -209,7 +246,7 @@ def export_onnx(directory: str, opset: int = 17) -> str:
         raise UserError("ONNX export needs paddle2onnx: pip install paddle2onnx") from None
     target = os.path.join(directory, ONNX)
     # optimize_tool=None: the default (polygraphy) tries to pip-install helpers at export time.
-    with stdout_to_stderr():  # its progress lines
+    with held_library_output():  # its progress lines, and the temporary folder it writes in
         paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
                            opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
     return target
