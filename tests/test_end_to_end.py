@@ -261,3 +261,17 @@ def test_a_model_trained_on_words_predicts_whole_words(tmp_path):
     assert predict_main(["--model", str(best), "--input", str(source), "--output", str(tmp_path / "out.jsonl"),
                          "--set", "model.min_score=0.001", "--set", "model.decode=nested"]) == 0
     assert json.loads(open(tmp_path / "out.jsonl").readline())["entities"] == found
+
+
+def test_a_training_text_far_longer_than_its_windows_is_said(tmp_path, caplog):
+    """Sentences run together (a tagged file with too few blank lines) train as texts of hundreds of
+    windows: the log names the file, the text and the likely cause."""
+    sentence = "\n".join(["张 B-PER", "三 I-PER", "在 O", "北 B-LOC", "京 I-LOC", "工 O", "作 O"])
+    run_together = "\n".join([sentence] * 200)
+    (tmp_path / "train.bio").write_text(f"{run_together}\n\n{sentence}\n\n{run_together}\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert train_main(["--config", tiny_config(tmp_path, data__train=str(tmp_path / "train.bio"), data__dev="",
+                                                   train__epochs=1)]) == 0
+    said = [r.getMessage() for r in caplog.records if "several texts read as one" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"{tmp_path / 'train.bio'}: 2 training text(s) longer than 50 windows")
+    assert "(the longest, text 1, 1,400 characters starting '张三在北京工作" in said[0]

@@ -4,6 +4,7 @@ the step (micro-batches, recipes, the update), run.py the run directory, progres
 import contextlib
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
 
@@ -133,6 +134,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
         log.info("model.decode auto: %s (%s training text had overlapping entities)",
                  trained_for.decoding("auto"), "a" if trained_for.overlapping else "no")
     windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
+    warn_long_texts(windows, train_records, data.max_length, sources_name(data.train, "data.train"))
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
     # model), and the head's initialisation must not depend on whether the cache was warm.
     seed_everything(train.seed)
@@ -151,6 +153,24 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
                     optimizer, stepper, run, progress, extractor, steps_per_epoch, planes)
+
+
+# A training text cut into more windows than this is likely several texts read as one (a tagged file's
+# sentences without blank lines between them): said, not refused (MSRA's longest sentence is 20 windows
+# at data.max_length 128)
+LONG_TEXT_WINDOWS = 50
+
+
+def warn_long_texts(windows, records, max_length: int, source: str) -> None:
+    counts = Counter(window.record_index for window in windows)
+    longest, count = max(counts.items(), key=lambda item: item[1], default=(0, 0))
+    if count > LONG_TEXT_WINDOWS:
+        many = sum(1 for n in counts.values() if n > LONG_TEXT_WINDOWS)
+        log.warning("%s: %d training text(s) longer than %d windows of data.max_length=%d tokens (the longest, text "
+                    "%d, %s characters starting %r, is %d windows): several texts read as one? In a tagged file each "
+                    "sentence ends at a blank line; in JSON lines each text is one line", source, many,
+                    LONG_TEXT_WINDOWS, max_length, longest + 1, f"{len(records[longest].text):,}",
+                    records[longest].text[:30], count)
 
 
 def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optional[LoadedModel], List[str]]:
