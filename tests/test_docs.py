@@ -123,3 +123,13 @@ def test_the_pages_that_list_the_subcommands_list_every_one(page):
     # `name`, `globalpointer name` or globalpointer a|name|b: as a command, not a word of the prose
     missing = [name for name in COMMANDS if not re.search(rf"[`| ]{re.escape(name)}[`|]", text)]
     assert not missing, f"docs/{page} leaves out {missing}"
+
+
+def test_config_keys_are_kept_whole_in_the_tables():
+    """The theme breaks code anywhere: keys were cut mid-word in the configuration table."""
+    import yaml
+
+    site = yaml.safe_load(open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8"))
+    assert "stylesheets/extra.css" in site["extra_css"]
+    css = open(os.path.join(ROOT, "docs", "stylesheets", "extra.css"), encoding="utf-8").read()
+    assert "td:first-child > code:only-child" in css and "white-space: nowrap" in css
