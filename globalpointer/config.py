@@ -192,8 +192,9 @@ class ServeConfig:
     max_texts: int = _opt(256, "texts per request; more is answered with 413", bounds=POSITIVE)
     max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413", bounds=POSITIVE)
     max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413", bounds=POSITIVE)
-    max_header_bytes: int = _opt(65536, "bytes of a request's line and headers; more is answered with 431 (no "
-                                        "client of these services sends more than a few hundred)", bounds=POSITIVE)
+    max_header_bytes: int = _opt(65536, "bytes of a request's line, headers and trailers together; more is "
+                                        "answered with 431 (no client of these services sends more than a few "
+                                        "hundred)", bounds=POSITIVE)
     max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
                                           "one request may cost; more is answered with 413", bounds=POSITIVE)
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes",

@@ -93,6 +93,25 @@ def test_headers_over_the_bound_are_431_and_the_connection_closes(service):
     assert call(running.base, route, body)[0] == 200
 
 
+def test_a_chunked_bodys_trailers_count_with_its_headers(service):
+    """A 64 MB trailer after a chunked body was answered 200 and grew a worker by 114 MB: headers and
+    trailers share serve.max_header_bytes.  Small chunks and a small trailer pass."""
+    kind, running = service
+    route, body = extract(kind, ["张三在北京"])
+    payload = json.dumps(body).encode()
+
+    def chunked(pieces, trailer: bytes) -> bytes:
+        return (b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                + b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n" + trailer + b"\r\n")
+
+    big = raw_exchange(port_of(running), chunked([payload], b"X-Trailer: " + b"t" * 200000 + b"\r\n"))
+    assert big.startswith(b"HTTP/1.1 431") and b"headers and trailers over serve.max_header_bytes" in big, big[:300]
+    many_small = [payload[i:i + 4] for i in range(0, len(payload), 4)]
+    fine = raw_exchange(port_of(running), chunked(many_small, b"X-Trailer: small\r\n"))
+    assert fine.startswith(b"HTTP/1.1 200"), fine[:300]
+
+
 def test_an_over_limit_body_announced_with_expect_is_refused_before_it_is_sent(service):
     kind, running = service
     route, _ = extract(kind, ["x"])

@@ -42,14 +42,23 @@ async def send_json(send, status: int, body: dict, headers: Sequence[Tuple[bytes
     await send({"type": "http.response.body", "body": encoded})
 
 
+# Bytes of a chunk's framing (its size line and the line end after it) not counted against
+# serve.max_header_bytes; a chunk extension longer than this counts, as trailers do
+CHUNK_FRAMING_BYTES = 64
+
+
 class BoundedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a bound on a request's headers (request line included):
-    past ``max_header_bytes`` (an attribute uvicorn's config carries to every worker) the answer is
-    431 and the connection closes, so a client cannot make the server hold more than one read beyond
-    the bound.  httptools itself keeps every header byte it is sent."""
+    """uvicorn's httptools protocol with one bound on a request's headers and trailers together
+    (request line included): past ``max_header_bytes`` (an attribute uvicorn's config carries to every
+    worker) the answer is 431 and the connection closes, so a client cannot make the server hold more
+    than one read beyond the bound.  httptools itself keeps every header and trailer byte it is sent,
+    and uvicorn adds a chunked body's trailers to the request's headers."""
 
     reading_headers = False
     header_bytes = 0
+    in_body = False  # the headers are read: what is not body from here on is chunk framing or trailers
+    body_bytes = 0
+    chunks = 0
     refused = False  # the connection was answered 431 and is closing
 
     @property
@@ -58,40 +67,56 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.reading_headers, self.header_bytes = True, 0
+        self.reading_headers, self.header_bytes, self.in_body, self.body_bytes, self.chunks = True, 0, False, 0, 0
 
     def on_headers_complete(self) -> None:
         self.reading_headers = False
-        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
-        if size > self.max_header_bytes:
+        self.header_bytes = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if self.header_bytes > self.max_header_bytes:
             self.refuse_headers()
             return
+        self.in_body = True
         super().on_headers_complete()
 
+    def on_chunk_header(self) -> None:
+        self.chunks += 1
+
     def on_body(self, body: bytes) -> None:
+        self.body_bytes += len(body)
         if not self.refused:  # the body of a refused request: nobody reads it
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self.in_body = False
         if not self.refused:
             super().on_message_complete()
 
     def data_received(self, data: bytes) -> None:
         if self.refused:
             return
+        in_body, body_before = self.in_body, self.body_bytes
         super().data_received(data)
-        if self.reading_headers and not self.transport.is_closing():  # the whole read was header bytes
+        if self.transport.is_closing():
+            return
+        if self.reading_headers:  # the whole read was header bytes
             self.header_bytes += len(data)
-            if self.header_bytes > self.max_header_bytes:
-                self.refuse_headers()
+        elif in_body:  # what was not body: chunk framing, then trailers
+            self.header_bytes += max(0, len(data) - (self.body_bytes - body_before))
+        if self.header_bytes > self.max_header_bytes + CHUNK_FRAMING_BYTES * self.chunks:
+            self.refuse_headers()
 
     def refuse_headers(self) -> None:
-        body = json.dumps({"detail": f"request headers over serve.max_header_bytes = {self.max_header_bytes} "
-                                     f"bytes"}).encode()
-        self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-                             b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
-        self.transport.close()
-        self.reading_headers, self.refused = False, True
+        """431 when no answer has begun (the headers', or a request's trailers before the app answers);
+        the connection closes either way."""
+        cycle = getattr(self, "cycle", None)
+        if self.reading_headers or cycle is None or not cycle.response_started:
+            body = json.dumps({"detail": f"request headers and trailers over serve.max_header_bytes = "
+                                         f"{self.max_header_bytes} bytes"}).encode()
+            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json"
+                                 b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                                 + body)
+        self.transport.close()  # uvicorn then tells the app the client left
+        self.reading_headers, self.in_body, self.refused = False, False, True
 
 
 # A body over serve.max_body_bytes is read and discarded up to this many bytes before the 413 is
