@@ -53,6 +53,25 @@ def _config_arguments(parser: argparse.ArgumentParser, config_required: bool) ->
     parser.add_argument("--print-config", action="store_true", help="print the resolved config with every default and exit")
 
 
+# What to lower when a command runs out of memory: its own settings, not another command's
+PREDICTION_MEMORY = ("predict fewer rows a forward pass (--batch-size, inference.batch_size) or shorter windows "
+                     "(--set data.max_length=...), or run it on a machine with more memory")
+MEMORY_ADVICE = {
+    "train": "train fewer windows a step (train.batch_size; train.grad_accum_steps keeps the step's size) or shorter "
+             "windows (data.max_length), or run it on a machine with more memory",
+    "evaluate": PREDICTION_MEMORY, "predict": PREDICTION_MEMORY, "calibrate": PREDICTION_MEMORY,
+    "serve": "run fewer worker processes (--workers, serve.workers: each holds the model) or fewer rows a forward pass "
+             "(--rows-per-pass, serve.rows_per_pass), or on a machine with more memory",
+    "label-studio-backend": "serve fewer rows a forward pass (--rows-per-pass, serve.rows_per_pass); a round trains "
+                            "in this process too: lower train.batch_size in --base-config",
+    "export": "export on a machine with more memory (the checkpoint is loaded and traced whole; INT8 quantizes it "
+              "in memory)",
+    "convert": "a file is read whole: split it into parts and convert each",
+    "data": "the set's archive is read whole: download it with a browser and pass it with --from on a machine with "
+            "more memory",
+}
+
+
 def run_command(main, argv: Optional[List[str]], prog: str) -> int:
     """The one error boundary of every command: a UserError is one line and exit 2, Ctrl-C exit 130.
     A process of a data-parallel launch ends here (``end_data_parallel_process``)."""
@@ -95,9 +114,8 @@ def _run(main, argv: Optional[List[str]], prog: str) -> int:
               f"finished file was replaced by a part of one)", file=sys.stderr)
         return 2
     except MemoryError as error:  # Python's, and Paddle's ResourceExhausted (a MemoryError too)
-        print(f"error: out of memory ({memory_detail(error)}); predict or train fewer rows at a time (--batch-size, "
-              f"inference.batch_size, train.batch_size), shorter windows (data.max_length), or on a machine with "
-              f"more memory", file=sys.stderr)
+        advice = MEMORY_ADVICE.get(prog.split()[-1].removesuffix(".py"), "run it on a machine with more memory")
+        print(f"error: out of memory ({memory_detail(error)}); {advice}", file=sys.stderr)
         return 2
     except Exception:
         if not TERMINATION.is_set():  # SIGTERM turned into another error inside Paddle's C++ code

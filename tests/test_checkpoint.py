@@ -243,3 +243,15 @@ def test_a_thresholds_file_nested_past_the_parser_is_one_line(tmp_path):
     (tmp_path / THRESHOLDS).write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(CheckpointError, match="nested too deeply"):
         read_min_scores(str(tmp_path), ["PER"])
+
+
+def test_an_opened_model_builds_its_network_as_often_as_asked(checkpoint_copy):
+    """A command hands one opened directory to compiling and then to loading: building the encoder
+    from its architecture must leave the architecture as read (PaddleNLP's from_dict pops its keys)."""
+    import copy
+
+    opened = open_model(str(checkpoint_copy))
+    architecture = copy.deepcopy(opened.architecture)
+    first = load_checkpoint(opened).network.state_dict()
+    second = load_checkpoint(opened).network.state_dict()
+    assert opened.architecture == architecture and list(first) == list(second)

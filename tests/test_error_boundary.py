@@ -15,8 +15,7 @@ from synthetic import tiny_config
 
 @pytest.mark.parametrize("fault, message", [
     (MemoryError("(ResourceExhausted) Fail to alloc memory of 4398046511104 size, error code is 12.\n  [Hint: ...]"),
-     "error: out of memory ((ResourceExhausted) Fail to alloc memory of 4398046511104 size, error code is 12.); "
-     "predict or train fewer rows at a time"),
+     "error: out of memory ((ResourceExhausted) Fail to alloc memory of 4398046511104 size, error code is 12.); "),
     (MemoryError(), "error: out of memory (no memory left)"),
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "runs/a-file/run"),
      "error: runs/a-file/run: Not a directory; a part of the path is a file, not a folder"),
@@ -30,6 +29,21 @@ def test_every_command_reports_resource_faults_in_one_line(command, fault, messa
     assert run_command(failing, [], command) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_out_of_memory_says_what_to_lower_for_that_command(command, capsys):
+    """The line advised lowering --batch-size for commands that have none (data fetch of a zip bomb)."""
+    from globalpointer.cli import MEMORY_ADVICE
+
+    def failing(argv, prog):
+        raise MemoryError()
+
+    for prog in (f"globalpointer {command}", f"{command}.py"):
+        assert run_command(failing, [], prog) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: out of memory (no memory left); {MEMORY_ADVICE.get(command, 'run it on a machine with more memory')}\n"
+    assert ("--batch-size" in MEMORY_ADVICE.get(command, "")) == (command in ("evaluate", "predict", "calibrate"))
 
 
 def test_training_into_a_folder_below_a_file_is_one_line(tmp_path, capsys):

@@ -16,6 +16,7 @@ import pytest
 
 from globalpointer.cli import main as cli
 from globalpointer.cli import train_main
+from globalpointer.data import public_sets
 from globalpointer.data.public_sets import PUBLIC_SETS, PublicSet, SetFile, tsv_to_chars
 from globalpointer.data.readers import read_records
 from conftest import ROOT
@@ -54,7 +55,7 @@ def toy_set(tmp_path, monkeypatch):
     archive = zipped(served / "toy.zip", {"toy/train.json": TRAIN, "toy/dev.json": DEV, "toy/README": "x"})
     entry = PublicSet("toy", "a test set", url="http://127.0.0.1:9/toy.zip", md5=hashlib.md5(archive).hexdigest(),
                       files=(SetFile("train.json", "train.json", md5=hashlib.md5(TRAIN.encode()).hexdigest()),
-                             SetFile("dev.json", "dev.json", records=1)))
+                             SetFile("dev.json", "dev.json", records=1, format="cluener")))
     monkeypatch.setitem(PUBLIC_SETS, "toy", entry)
     return served
 
@@ -89,6 +90,12 @@ def test_a_users_file_in_the_way_is_kept_and_nothing_is_written(toy_set, tmp_pat
     ("records", "dev.json has 2 records, but toy's has 1"),
     ("missing", "no dev.json in the archive (it holds README, train.json)"),
     ("truncated", "neither a zip nor a tar archive"),
+    # what the fifth attack found: lines that only count, two candidates, what unpacking builds
+    ("not records", "dev.json:1: malformed JSON"),
+    ("two candidates", "two files for dev.json (toy/dev.json and copy/dev.json)"),
+    ("expands", "bytes unpacked from the archive in all"),
+    ("entries", "more than 2 entries"),
+    ("lines", "more than 0 lines"),
 ])
 def test_a_damaged_or_foreign_archive_writes_nothing(toy_set, tmp_path, monkeypatch, capsys, damage, says):
     entry = PUBLIC_SETS["toy"]
@@ -101,6 +108,14 @@ def test_a_damaged_or_foreign_archive_writes_nothing(toy_set, tmp_path, monkeypa
         members["toy/dev.json"] = DEV * 2
     if damage == "missing":
         del members["toy/dev.json"]
+    if damage == "not records":
+        members["toy/dev.json"] = "x\n"
+    if damage == "two candidates":
+        members["copy/dev.json"] = DEV
+    limits = {"expands": ("MAX_EXPANDED_BYTES", len(TRAIN.encode()) + 5), "entries": ("MAX_ARCHIVE_MEMBERS", 2),
+              "lines": ("MAX_MEMBER_LINES", 0)}
+    if damage in limits:  # the bounds, small: the same code path as a zip of gigabytes
+        monkeypatch.setattr(public_sets, *limits[damage])
     content = zipped(tmp_path / "bad.zip", members)
     if damage == "truncated":
         (tmp_path / "bad.zip").write_bytes(content[: len(content) // 2])

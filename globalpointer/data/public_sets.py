@@ -26,6 +26,13 @@ log = logging.getLogger("globalpointer")
 
 # An archive larger than this is not one of these sets (the largest, MSRA, is under 20 MiB)
 MAX_ARCHIVE_BYTES = 512 * 2 ** 20
+# ... nor one that unpacks to more than this in all (a few hundred KB of zip can unpack to gigabytes),
+MAX_EXPANDED_BYTES = 512 * 2 ** 20
+# ... holds more entries than this (the sets' archives hold a handful),
+MAX_ARCHIVE_MEMBERS = 10_000
+# ... or a file of more lines than this (CLUENER's train.json has 10,748): splitting a file of
+# newlines builds an object a line, many times the file's size
+MAX_MEMBER_LINES = 1_000_000
 DOWNLOAD_TIMEOUT_S = 60  # for each read: a server that stops answering
 # for the whole download: a mirror that drips a byte at a time never trips the per-read timeout (the sets are
 # megabytes: minutes on the slowest link that can fetch them at all)
@@ -56,8 +63,9 @@ class SetFile:
     name: str  # its name in DIR/<set>/, where the shipped config reads it
     member: str  # the file's name in the archive (in any of its folders)
     md5: Optional[str] = None  # the member's published checksum
-    records: Optional[int] = None  # its non-empty lines, checked where no checksum is published
+    records: Optional[int] = None  # its records, parsed in ``format`` and counted where no checksum is published
     convert: Optional[Callable[[bytes], bytes]] = None  # to the layout the config reads
+    format: str = "auto"  # the set's own format (data.format's names), for the records check
 
 
 @dataclass(frozen=True)
@@ -79,8 +87,9 @@ PUBLIC_SETS: Dict[str, PublicSet] = {
         "CLUENER2020 (10 fine-grained Chinese types)",
         "the CLUE benchmark's public release; free to download, for research use",
         url="https://storage.googleapis.com/cluebenchmark/tasks/cluener_public.zip",
-        files=(SetFile("train.json", "train.json", records=10748), SetFile("dev.json", "dev.json", records=1343),
-               SetFile("test.json", "test.json", records=1345))),
+        files=(SetFile("train.json", "train.json", records=10748, format="cluener"),
+               SetFile("dev.json", "dev.json", records=1343, format="cluener"),
+               SetFile("test.json", "test.json", records=1345, format="cluener"))),
     "msra": PublicSet(
         "MSRA (SIGHAN 2006; PER, LOC, ORG)",
         "PaddleNLP's mirror of the SIGHAN 2006 bakeoff data; for research use",
@@ -162,39 +171,66 @@ def download(location: str) -> bytes:
                                "file or the mirror's URL with --from")
 
 
-def _bounded(stream, location: str) -> bytes:
-    content = stream.read(MAX_ARCHIVE_BYTES + 1)
-    if len(content) > MAX_ARCHIVE_BYTES:
-        raise DataError(f"{location}: more than {MAX_ARCHIVE_BYTES} bytes, which none of these archives is")
+def _bounded(stream, location: str, budget: Optional[List[int]] = None) -> bytes:
+    """The stream's bytes, within MAX_ARCHIVE_BYTES (an archive) or what is left of ``budget`` (the
+    files unpacked from one archive together, taken from it)."""
+    limit = MAX_ARCHIVE_BYTES if budget is None else budget[0]
+    content = stream.read(limit + 1)
+    if len(content) > limit:
+        what = "bytes" if budget is None else "bytes unpacked from the archive in all"
+        raise DataError(f"{location}: more than {limit:,} {what}, which none of these sets is; nothing was written")
+    if budget is not None:
+        budget[0] -= len(content)
     return content
 
 
 def archive_members(location: str, content: bytes, wanted: Sequence[str]) -> Tuple[Dict[str, bytes], List[str]]:
-    """The regular files of a zip or tar(.gz) archive whose base names are ``wanted``, each read within
-    ``MAX_ARCHIVE_BYTES``, and the base names of all of them (folders and macOS's ``__MACOSX`` copies
-    left out), for the message when one is missing."""
+    """The regular files of a zip or tar(.gz) archive whose base names are ``wanted``, read within
+    ``MAX_EXPANDED_BYTES`` together, and the base names of all of them (folders and macOS's
+    ``__MACOSX`` copies left out), for the message when one is missing.  An archive of more than
+    ``MAX_ARCHIVE_MEMBERS`` entries, or with two files for one wanted name, is refused."""
     members: Dict[str, bytes] = {}
+    paths: Dict[str, str] = {}
     names: List[str] = []
+    budget = [MAX_EXPANDED_BYTES]
+
+    def take(name: str, path: str, stream) -> None:
+        if name in members:
+            raise DataError(f"{location}: two files for {name} ({paths[name]} and {path}); which is the set's cannot "
+                            f"be told: nothing was written")
+        members[name], paths[name] = _bounded(stream, f"{location}!{path}", budget), path
+
     try:
         if zipfile.is_zipfile(io.BytesIO(content)):
             with zipfile.ZipFile(io.BytesIO(content)) as archive:
-                for info in archive.infolist():
-                    if not info.is_dir() and not info.filename.startswith("__MACOSX/"):
-                        names.append(os.path.basename(info.filename))
-                        if names[-1] in wanted:
-                            with archive.open(info) as member:
-                                members[names[-1]] = _bounded(member, f"{location}!{info.filename}")
+                entries = [info for info in archive.infolist()
+                           if not info.is_dir() and not info.filename.startswith("__MACOSX/")]
+                _check_entries(location, len(entries))
+                for info in entries:
+                    names.append(os.path.basename(info.filename))
+                    if names[-1] in wanted:
+                        with archive.open(info) as member:
+                            take(names[-1], info.filename, member)
             return members, names
         with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
-            for info in archive.getmembers():
+            count = 0
+            for info in archive:  # one entry at a time: a tar's entry list is only known by reading it
+                count += 1
+                _check_entries(location, count)
                 if info.isfile():
                     names.append(os.path.basename(info.name))
                     if names[-1] in wanted:
-                        members[names[-1]] = _bounded(archive.extractfile(info), f"{location}!{info.name}")
+                        take(names[-1], info.name, archive.extractfile(info))
         return members, names
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
         raise DataError(f"{location}: neither a zip nor a tar archive that can be read ({error}); the download "
                         f"may have been cut short: fetch it again") from None
+
+
+def _check_entries(location: str, count: int) -> None:
+    if count > MAX_ARCHIVE_MEMBERS:
+        raise DataError(f"{location}: more than {MAX_ARCHIVE_MEMBERS:,} entries, which none of these sets' archives "
+                        f"has; nothing was written")
 
 
 def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -> List[Tuple[SetFile, bytes]]:
@@ -213,7 +249,7 @@ def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -
             raise DataError(f"{location}: {wanted.member} has MD5 {hashlib.md5(member).hexdigest()}, not the "
                             f"published {wanted.md5}; nothing was written")
         if wanted.records is not None:
-            found = sum(1 for line in member.splitlines() if line.strip())
+            found = _parsed_records(location, wanted, member)
             if found != wanted.records:
                 raise DataError(f"{location}: {wanted.member} has {found} records, but {name}'s has "
                                 f"{wanted.records}; the download is damaged or another version: nothing was written")
@@ -222,6 +258,24 @@ def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -
         except DataError as error:
             raise DataError(f"{location}: {wanted.member}: {error}") from None
     return files
+
+
+def _parsed_records(location: str, wanted: SetFile, member: bytes) -> int:
+    """The records of an archive's file read as the set's readers read it (in ``wanted.format``): lines
+    that only count as many would pass a line count.  A file of more lines than the set's files ever
+    have is refused before it is split."""
+    from .readers import records_of_text
+
+    where = f"{location}!{wanted.member}"
+    if member.count(b"\n") > MAX_MEMBER_LINES:
+        raise DataError(f"{where}: more than {MAX_MEMBER_LINES:,} lines, which no file of these sets has; nothing "
+                        f"was written")
+    try:
+        return len(records_of_text(where, member.decode("utf-8"), wanted.format, "raise", 0))
+    except UnicodeDecodeError as error:
+        raise DataError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start}); nothing was written") from None
+    except DataError as error:
+        raise DataError(f"{error}; the download is damaged or not this set's: nothing was written") from None
 
 
 def fetch_set(name: str, directory: str = "data", location: Optional[str] = None) -> List[str]:

@@ -88,6 +88,7 @@ ZIP_MAGIC = b"PK\x03\x04"
 # What the data file inside an export zip may unpack to, counted as it unpacks (a member's declared size can
 # lie): doccano and Label Studio exports of NER projects are megabytes; a zip bomb is refused, not unpacked
 MAX_UNZIPPED_BYTES = 512 * 2 ** 20
+MAX_UNZIPPED_LINES = 5_000_000
 
 
 def unzip_export(path: str, raw: bytes) -> bytes:
@@ -109,6 +110,10 @@ def unzip_export(path: str, raw: bytes) -> bytes:
                 content = member.read(MAX_UNZIPPED_BYTES + 1)
             if len(content) > MAX_UNZIPPED_BYTES:
                 raise too_big
+            if content.count(b"\n") > MAX_UNZIPPED_LINES:  # splitting them would build an object a line
+                raise DataError(f"{path}: {chosen[0].filename} unpacks to more than {MAX_UNZIPPED_LINES:,} lines, "
+                                f"which no annotation tool's export of one project has; unzip it yourself and name "
+                                f"the file")
             return content
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as error:
         raise DataError(f"{path}: a zip file that cannot be read ({error}); unzip it and name the file") from None

@@ -7,6 +7,7 @@
 * a PaddleNLP model name, downloaded by PaddleNLP where its model hub is reachable;
 * ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
 """
+import copy
 import hashlib
 import importlib.util
 import json
@@ -286,7 +287,7 @@ def encoder_architecture(architecture: dict):
     config_class = AutoConfig
     if inspect.isclass(model_class) and issubclass(model_class, PretrainedModel) and model_class.config_class:
         config_class = model_class.config_class
-    return AutoModel.from_config(config_class.from_dict(architecture))
+    return AutoModel.from_config(config_class.from_dict(copy.deepcopy(architecture)))  # from_dict pops its keys
 
 
 def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:
