@@ -112,6 +112,25 @@ def test_a_chunked_bodys_trailers_count_with_its_headers(service):
     assert fine.startswith(b"HTTP/1.1 200"), fine[:300]
 
 
+@pytest.mark.parametrize("raw, message", [
+    (b'{"x": ["\xff\xfe"]}', "the body is not readable JSON (not UTF-8)"),
+    (b'{"x": ' + b"[" * 100000 + b"]" * 100000 + b"}", "the body is not readable JSON (nested too deeply)"),
+    (b'{"x": [NaN, 1e999', "json_invalid"),  # cut short: FastAPI's own validation error, without the input
+])
+def test_an_unreadable_body_is_the_same_422_from_both_services(service, raw, message):
+    """The backend answered "There was an error parsing the body", or failed to render its own 422."""
+    kind, running = service
+    route, _ = extract(kind, [])
+    status, answer = call(running.base, route, raw=raw)
+    assert status == 422 and message in json.dumps(answer) and "1e999" not in json.dumps(answer), answer
+    if kind == "label-studio-backend":  # a JSON body that does not fit: a readable 422, not a failed render
+        status, answer = call(running.base, route, raw=b'{"tasks": NaN}')
+        assert status in (400, 422) and "detail" in answer, answer
+        status, answer = call(running.base, "/predictt", {"tasks": []})
+        assert status == 404 and "the service answers GET /health, POST /setup" in answer["detail"], answer
+    assert call(running.base, "/health")[0] == 200
+
+
 def test_an_over_limit_body_announced_with_expect_is_refused_before_it_is_sent(service):
     kind, running = service
     route, _ = extract(kind, ["x"])

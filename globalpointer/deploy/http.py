@@ -224,6 +224,39 @@ class BasicAuth(Middleware):
         return await self.app(scope, receive, send)
 
 
+def validation_messages(errors) -> List[dict]:
+    """FastAPI's 422 details without the offending input, which may be a NaN or a lone surrogate
+    that JSON cannot carry back (the answer would fail as a 500), and with the field named."""
+    return [{"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type", "")}
+            for error in errors]
+
+
+def answer_errors_as_json(app, routes: str, example: str) -> None:
+    """The answers of both services to a request that is not theirs: 422 for a body that cannot be read
+    (not UTF-8, not JSON, nested too deeply) or does not fit the API, said without echoing the input
+    (a NaN or a lone surrogate in it would make the answer itself fail); 404 / 405 naming the
+    ``routes`` the service answers.  ``example``: a body it takes."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from ..errors import json_failure
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request, error: RequestValidationError):
+        return JSONResponse({"detail": validation_messages(error.errors())}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, error: StarletteHTTPException):
+        if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not parse the body at all
+            return JSONResponse({"detail": f"the body is not readable JSON ({json_failure(error.__cause__)}); send "
+                                           f"UTF-8 JSON such as {example}"}, status_code=422)
+        detail = error.detail
+        if error.status_code in (404, 405):  # say what the service does answer
+            detail = f"{request.method} {request.url.path} is not served here; the service answers {routes}"
+        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+
 def credentials_from_environment() -> Optional[Tuple[str, str]]:
     """(user, password) from BASIC_AUTH_USER and BASIC_AUTH_PASS, None when neither is set."""
     user, password = (os.environ.get(name, "") for name in CREDENTIAL_VARIABLES)

@@ -48,7 +48,7 @@ from ..spans import Record
 from ..web import OutgoingError, check_address, fetch
 from ..inference.label_studio import prediction_for
 from .batcher import MicroBatcher
-from .http import check_texts, guarded, predict_for
+from .http import answer_errors_as_json, check_texts, guarded, predict_for
 
 log = logging.getLogger("globalpointer")
 
@@ -409,6 +409,9 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
 
     app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
                          description="Label Studio's ML-backend protocol: /health, /setup, /predict, /webhook.")
+
+    answer_errors_as_json(app, "GET /health, POST /setup, POST /predict and POST /webhook",
+                          '{"tasks": [{"data": {"text": "..."}}], "label_config": "<View>...</View>"}')
 
     @app.exception_handler(ValueError)
     async def bad_request(request, error: ValueError):

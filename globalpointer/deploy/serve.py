@@ -24,16 +24,10 @@ from typing import List, Optional
 
 from ..config import ServeConfig
 from .batcher import MicroBatcher
-from .http import check_texts, credentials_from_environment, guarded, listen, predict_for, run_server, server_config
+from .http import (answer_errors_as_json, check_texts, credentials_from_environment, guarded, listen, predict_for,
+                   run_server, server_config)
 
 log = logging.getLogger("globalpointer")
-
-
-def validation_messages(errors) -> List[dict]:
-    """FastAPI's 422 details without the offending input, which may be a NaN or a lone surrogate
-    that JSON cannot carry back (the answer would fail as a 500), and with the field named."""
-    return [{"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type", "")}
-            for error in errors]
 
 
 def api_models(limits: ServeConfig) -> SimpleNamespace:
@@ -94,31 +88,6 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
                            Labels=Labels, Problem=Problem)
 
 
-def answer_errors_as_json(app) -> None:
-    """422 for a request that is not the API's (without echoing the input), and 404 / 405 naming what
-    the service answers."""
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    from ..errors import json_failure
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request, error: RequestValidationError):
-        return JSONResponse({"detail": validation_messages(error.errors())}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request, error: StarletteHTTPException):
-        if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not parse the body at all
-            return JSONResponse({"detail": f"the body is not readable JSON ({json_failure(error.__cause__)}); send "
-                                           f'UTF-8 JSON such as {{"texts": ["..."]}}'}, status_code=422)
-        detail = error.detail
-        if error.status_code in (404, 405):  # say what the service does answer
-            detail = (f"{request.method} {request.url.path} is not served here; the service answers POST "
-                      f"/v1/extract, GET /v1/labels, GET /health and GET /docs")
-        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
-
-
 def create_app(ner, limits: ServeConfig, credentials=None):
     """The FastAPI application over a ``globalpointer.load`` pipeline, behind the layer of ``http``
     (with ``credentials``, (user, password), every request must carry them)."""
@@ -140,7 +109,7 @@ def create_app(ner, limits: ServeConfig, credentials=None):
     app = FastAPIOffline(title="GlobalPointer NER", lifespan=lifespan,
                          description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
                                      f"({ner.backend} backend).")
-    answer_errors_as_json(app)
+    answer_errors_as_json(app, "POST /v1/extract, GET /v1/labels, GET /health and GET /docs", '{"texts": ["..."]}')
 
     @app.get("/health", response_model=models.Health, operation_id="health")
     async def health():
