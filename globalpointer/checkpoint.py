@@ -20,8 +20,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 from .config import (RUN_TIME_SECTIONS, RunConfig, dump_config, flatten_config, load_config, override_key,
                      override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
-from .files import (EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
-                    locate_model, partial_directory, swap_in_directory)
+from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
+                    contains, locate_model, partial_directory, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -289,7 +289,19 @@ def file_digest(path: str) -> bytes:
 
 
 def _digest_memo(key: tuple) -> str:
-    return cache_directory("digests", hashlib.sha256(repr(key).encode()).hexdigest()[:32])
+    """Where the digest of the file ``key`` names is kept; a UserError when the cache lies inside the
+    model directory the file is in (an output inside an input)."""
+    return model_cache(os.path.dirname(key[0]), "digests", hashlib.sha256(repr(key).encode()).hexdigest()[:32])
+
+
+def model_cache(model_path: str, *parts: str) -> str:
+    """``cache_directory(*parts)``, which must not lie inside the model directory it is for: the cache
+    would write into an input (``GLOBALPOINTER_CACHE`` inside a checkpoint wrote compiled/ into it)."""
+    path = cache_directory(*parts)
+    if contains(model_path, path):
+        raise UserError(f"${CACHE_ENV} ({os.environ.get(CACHE_ENV)}) lies inside the model directory {model_path}, "
+                        f"which a cache must not write into: point it elsewhere")
+    return path
 
 
 def _remembered_digest(key: tuple) -> Optional[bytes]:
@@ -328,7 +340,7 @@ def compiled_program(model: "ModelDirectory") -> Optional[CompiledProgram]:
     """The cache entry of the checkpoint ``model`` (named by its digest), or None with a warning
     when the cache cannot be used (compiling is an optimisation: the checkpoint runs without it)."""
     try:
-        root = cache_directory("compiled")
+        root = model_cache(model.path, "compiled")
     except UserError as error:
         log.warning("compiled programs are not cached: %s", error)
         return None

@@ -160,8 +160,8 @@ def replaced_by_rename(path: str) -> bool:
 def atomic_output(path: str, binary: bool = False) -> Iterator[TextIO]:
     """A file (text, or bytes with ``binary``) written under a unique temporary name beside ``path`` and
     renamed to ``path`` when the block ends without an error; on an error the temporary file is
-    removed, unless it is a KeyboardInterrupt (Ctrl-C, or SIGTERM): then it stays, and its name is in
-    ``handle.partial_name`` for the message.  A device or FIFO (``/dev/stdout``) is written in place
+    removed, unless it is Ctrl-C: then it stays, and its name is in ``handle.partial_name`` for the
+    message (someone is there to read it; after a scheduler's SIGTERM no one is, and it is removed).  A device or FIFO (``/dev/stdout``) is written in place
     (``partial_name`` None)."""
     stop_on_sigterm()
     if not replaced_by_rename(path):
@@ -181,7 +181,10 @@ def atomic_output(path: str, binary: bool = False) -> Iterator[TextIO]:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, Terminated) or TERMINATION.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
         raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

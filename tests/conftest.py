@@ -29,6 +29,16 @@ def shared_data():
 
 
 @pytest.fixture
+def checkpoint_copy(trained, tmp_path):
+    """A copy of the trained run's best/ that a test may damage."""
+    import shutil
+
+    target = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", target)
+    return target
+
+
+@pytest.fixture
 def run_copy(trained, tmp_path):
     """A copy of the trained run directory (best/, last/, metrics, reports) that a test may damage."""
     import shutil

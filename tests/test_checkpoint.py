@@ -82,13 +82,6 @@ def test_truncated_vocabulary_is_noticed(trained, tmp_path):
         load_checkpoint(str(copy))
 
 
-@pytest.fixture
-def checkpoint_copy(trained, tmp_path):
-    target = tmp_path / "best"
-    shutil.copytree(trained / "run" / "best", target)
-    return target
-
-
 def test_truncated_weights(checkpoint_copy):
     weights = checkpoint_copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])

@@ -154,3 +154,17 @@ def test_the_cache_key_reads_paddles_version_from_the_module_not_a_package_name(
     best = trained / "run" / "best"
     digest = open_model(str(best)).digest
     assert len(digest) == 64
+
+
+def test_a_cache_inside_the_model_directory_writes_nothing_into_it(checkpoint_copy, tmp_path, monkeypatch, caplog):
+    """GLOBALPOINTER_CACHE inside a checkpoint wrote compiled/ into it (an output inside an input):
+    the program is not cached, the checkpoint predicts itself, and nothing is added to it."""
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(checkpoint_copy / "cache"))
+    before = sorted(os.listdir(checkpoint_copy))
+    source = tmp_path / "in.txt"
+    source.write_text("北京大学的张三\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert predict_main(["--model", str(checkpoint_copy), "--input", str(source), "--output",
+                             str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
+    assert sorted(os.listdir(checkpoint_copy)) == before
+    assert "lies inside the model directory" in caplog.text and "point it elsewhere" in caplog.text

@@ -370,3 +370,18 @@ def test_export_says_what_it_wrote_not_what_its_libraries_print(trained, tmp_pat
     with held_library_output():
         os.write(1, b"[Paddle2ONNX] Start parsing\nsomething else\n")
     assert capfd.readouterr().err == "[Paddle2ONNX] Start parsing\nthe reason it failed\nsomething else\n"
+
+
+def test_openvino_calibration_reads_labelled_files_and_plain_texts(tmp_path):
+    """A file of plain texts (predict's input) was refused as CoNLL ("expected a token and a tag")."""
+    from globalpointer.deploy.export import calibration_texts_of
+
+    plain = tmp_path / "texts.txt"
+    plain.write_text("北京大学的张三在上海\n\n李四 去了 广州\nhello world again\n", encoding="utf-8")
+    assert calibration_texts_of(str(plain)) == ["北京大学的张三在上海", "李四 去了 广州", "hello world again"]
+    tagged = tmp_path / "train.bio"
+    tagged.write_text("张\tB-PER\n三\tI-PER\n\n北\tB-LOC\n京\tI-LOC\n", encoding="utf-8")
+    assert calibration_texts_of(str(tagged)) == ["张三", "北京"]
+    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
+    with pytest.raises(UserError, match="no texts to calibrate on"):
+        calibration_texts_of(str(tmp_path / "empty.txt"))

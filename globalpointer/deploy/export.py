@@ -12,6 +12,7 @@ the tagger baselines decode with Python code (Viterbi) that no static graph carr
 import contextlib
 import ctypes
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -286,8 +287,18 @@ def calibration_texts_of(calibration: str) -> List[str]:
     """The texts OpenVINO's INT8 model is calibrated on: the first OPENVINO_CALIBRATION_TEXTS of the file,
     read (no more of it than they take) and checked before the export does anything else."""
     from ..corpus import load_records
+    from ..errors import DataError
+    from ..inference.file_prediction import file_input_format, parse_line
 
-    texts = [record.text for record in load_records(calibration, limit=OPENVINO_CALIBRATION_TEXTS) if record.text]
+    try:
+        texts = [record.text for record in load_records(calibration, limit=OPENVINO_CALIBRATION_TEXTS) if record.text]
+    except DataError as error:  # no labelled file: texts as predict reads them, one a line (or JSON lines)
+        input_format = file_input_format(calibration, "auto")
+        with open(calibration, "rb") as handle:
+            lines = (parse_line(raw, input_format).text for raw in handle)
+            texts = list(itertools.islice((text for text in lines if text and text.strip()), OPENVINO_CALIBRATION_TEXTS))
+        log.info("--openvino-calibration %s: read as texts, one a line, as predict reads them (not labelled data: %s)",
+                 calibration, str(error).splitlines()[0][:200])
     if not texts:
         raise UserError(f"--openvino-calibration {calibration}: no texts to calibrate on")
     return texts

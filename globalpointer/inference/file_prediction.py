@@ -186,6 +186,9 @@ def predict_file(extractor: "Extractor", input_path: str, output_path: str, inpu
         except KeyboardInterrupt as stop:
             if sink is None or sink.partial_name is None:
                 raise
+            if not os.path.exists(sink.partial_name):  # SIGTERM: removed with the output (atomic_output)
+                raise type(stop)(f"terminated (SIGTERM): {output_path} was not written, and its partial output "
+                                 f"was removed") from None
             sink.close()
             with open(sink.partial_name, "rb") as done:
                 written = sum(1 for _ in done)
