@@ -365,7 +365,7 @@ def verified_program(entry: CompiledProgram) -> Optional[str]:
             damaged = [name for name, size in sizes.items()
                        if os.path.getsize(os.path.join(entry.directory, name)) != size]
             problem = f"{', '.join(damaged)} changed since it was written" if damaged else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         problem = f"its {EXPORT_INFO} cannot be read ({error.__class__.__name__})"
     if problem is None:
         return entry.directory

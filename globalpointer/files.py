@@ -316,7 +316,7 @@ def replaceable(directory: str, manifest: str, also: Sequence[str] = ()) -> bool
         with open(os.path.join(directory, manifest), encoding="utf-8") as handle:
             listed = json.load(handle)[MANIFEST_KEY]
         assert isinstance(listed, list) and all(isinstance(name, str) for name in listed)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
         return False
     return entries <= set(listed) | {manifest} | set(also)
 

@@ -248,3 +248,39 @@ def test_an_opened_model_builds_its_network_as_often_as_asked(checkpoint_copy):
     first = load_checkpoint(opened).network.state_dict()
     second = load_checkpoint(opened).network.state_dict()
     assert opened.architecture == architecture and list(first) == list(second)
+
+
+DEEP = "[" * 100000 + "]" * 100000  # past Python's parser: a RecursionError, not a JSONDecodeError
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json", "labels.json", "checkpoint.json"])
+def test_a_model_file_nested_past_the_parser_is_one_line(checkpoint_copy, name):
+    (checkpoint_copy / name).write_text(DEEP)
+    with pytest.raises(CheckpointError, match=f"{name} is corrupted"):
+        open_model(str(checkpoint_copy))
+
+
+def test_every_other_json_a_model_directory_holds_is_read_within_the_parsers_depth(checkpoint_copy, tmp_path):
+    """An export's program and manifest, a trainer state, safetensors metadata, a tokenizer.json."""
+    from globalpointer.errors import EncoderError
+    from globalpointer.files import replaceable
+    from globalpointer.model.backends import program_input_dtype
+    from globalpointer.model.encoders import vocab_from_tokenizer_json
+    from globalpointer.model.weights import TREE_KEY, load_state
+
+    (tmp_path / "inference.json").write_text(DEEP)
+    with pytest.raises(CheckpointError, match="inference.json cannot be read \\(nested too deeply\\)"):
+        program_input_dtype(str(tmp_path / "inference.json"), "span_text")
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "export.json").write_text(DEEP)
+    assert not replaceable(str(tmp_path / "export"), "export.json")
+    (tmp_path / "tokenizer.json").write_text(DEEP)
+    with pytest.raises(EncoderError, match="nested too deeply"):
+        vocab_from_tokenizer_json(str(tmp_path / "tokenizer.json"))
+    from safetensors.numpy import save_file
+    import numpy as np
+
+    save_file({"x": np.zeros(2, dtype="float32")}, str(tmp_path / "deep.safetensors"),
+              metadata={TREE_KEY: '{"a": ' * 50000 + "1" + "}" * 50000})
+    with pytest.raises(CheckpointError, match="its metadata does not describe its tensors"):
+        load_state(str(tmp_path / "deep.safetensors"))

@@ -86,12 +86,13 @@ def program_input_dtype(program: str, name: str) -> str:
     try:
         with open(program, encoding="utf-8") as handle:
             tree = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{program} cannot be read ({error}); export the checkpoint again") from None
-    for op in ops(tree):
-        found = attributes(op)
-        if found.get("name") == name and isinstance(found.get("dtype"), str):
-            return found["dtype"]
+        for op in ops(tree):
+            found = attributes(op)
+            if found.get("name") == name and isinstance(found.get("dtype"), str):
+                return found["dtype"]
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise CheckpointError(f"{program} cannot be read ({reason}); export the checkpoint again") from None
     raise CheckpointError(f"{program} declares no input {name!r}; export the checkpoint again")
 
 

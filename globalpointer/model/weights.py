@@ -74,7 +74,7 @@ def load_state(path: str) -> Dict[str, Any]:
 
     try:
         return unflatten(json.loads(metadata[TREE_KEY]))
-    except (ValueError, KeyError) as error:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise CheckpointError(f"{path}: its metadata does not describe its tensors ({error})") from None
 
 

@@ -248,7 +248,7 @@ def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EM
     try:
         with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
             progress = Progress(**json.load(handle))
-    except (OSError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError, RecursionError) as error:
         raise CheckpointError(f"{directory}: cannot resume, the trainer state is missing or corrupted ({error}); "
                               f"start without --resume") from None
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
