@@ -14,6 +14,8 @@ _warnings.filterwarnings("ignore", message="No ccache found")
 _warnings.filterwarnings("ignore", message="Setuptools is replacing distutils")
 # paddle.jit.save's static graph asks each tensor for a place it does not have; nothing to act on
 _warnings.filterwarnings("ignore", message="Tensor do not have 'place' interface")
+# the GPU build without a visible GPU, at every command: the runtime's log line says the CPU runs it, and why
+_warnings.filterwarnings("ignore", message="You are using GPU version Paddle, but your CUDA device is not set properly")
 
 # A library says what went wrong, not what it is doing: the Python API logs warnings only (PaddleNLP
 # sets up the root logger at INFO); the commands log INFO (errors.setup_logging), and so does

@@ -114,7 +114,9 @@ def setup_runtime(device: str, cpu_threads: int = 0) -> Runtime:
         # `import paddle` pins OMP_NUM_THREADS to 1 when it is unset: one core of two would idle.
         threads = cpu_thread_count(cpu_threads, world_size)
         paddle.base.core.set_num_threads(threads)
-        log.info("%s; %d thread(s); %s", cpu_math.CHOSEN, threads, cpu_math.flush_denormals())
+        build = (" (Paddle's GPU build; no GPU is visible)" if device == "auto" and paddle.is_compiled_with_cuda()
+                 else "")
+        log.info("%s; %d thread(s); %s%s", cpu_math.CHOSEN, threads, cpu_math.flush_denormals(), build)
     if world_size > 1:
         paddle.distributed.init_parallel_env()
     return Runtime(chosen, rank, world_size)

@@ -78,6 +78,24 @@ def test_without_a_visible_gpu_auto_is_the_cpu():
     assert choose_device("auto") == "cpu"
 
 
+def test_a_command_says_which_device_runs_it_once_without_paddles_warning(trained, tmp_path):
+    """The GPU build without a visible GPU warned "your CUDA device is not set properly" at every
+    command; the runtime's log line says it instead, once."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    (tmp_path / "in.txt").write_text("张三\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "globalpointer", "predict", "--model", str(trained / "run" / "best"),
+                           "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl"),
+                           "--set", "device=auto"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "not set properly" not in done.stderr, done.stderr[-2000:]
+    said = done.stderr.count("(Paddle's GPU build; no GPU is visible)")
+    assert said == (1 if paddle.is_compiled_with_cuda() else 0), BUILD
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not paddle.device.is_compiled_with_cuda(), reason="the CPU build's quickstart is test_package.py's")
 def test_the_quickstart_on_the_gpu_build_gives_the_cpu_builds_f1(tmp_path):
