@@ -1,7 +1,7 @@
 """The self-contained checkpoint directory: written atomically, read with every file checked.
 
 A checkpoint holds ``model.safetensors`` (encoder and head), ``config.yaml`` (the run config as the
-user wrote it, with every default, but not how the model is run: ``config.RUN_TIME_SECTIONS``), what
+user wrote it, with every default, but not how the model is run: ``config.RUN_TIME_KEYS``), what
 training resolved from it and the data (``labels.json``,
 and ``checkpoint.json``: tokenization and vocabulary size), and the encoder's architecture and
 tokenizer files, so that evaluation and prediction need nothing but the directory.
@@ -17,7 +17,7 @@ import os
 import shutil
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from .config import (RUN_TIME_SECTIONS, RunConfig, dump_config, flatten_config, load_config, override_key,
+from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load_config, override_key,
                      override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
@@ -83,7 +83,7 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
     try:
         save_state(network.state_dict(), os.path.join(partial, WEIGHTS))
         with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
-            out.write(dump_config(config, leave_out=RUN_TIME_SECTIONS))
+            out.write(dump_config(config, leave_out=RUN_TIME_KEYS))
         with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
             json.dump(trained_for.labels, out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)

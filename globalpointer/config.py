@@ -492,14 +492,14 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
     an override's value names ``overrides_from`` and the item (None: the key alone, for callers that
     say where it came from themselves).  Relative paths in a user's file are read from its folder
     (``resolve_paths``); a file this project ``saved`` (a run's or a checkpoint's) keeps them as
-    written, and its run-time sections (``RUN_TIME_SECTIONS``, which older versions saved) are left to
+    written, and its run-time settings (``RUN_TIME_KEYS``, which older versions saved) are left to
     their defaults and ``overrides``."""
     tree: Dict[str, Any] = {}
     file_tree = read_yaml(path) if path else {}
     if path and not saved:
         resolve_paths(file_tree, os.path.dirname(os.path.abspath(path)))
-    for section in RUN_TIME_SECTIONS if saved else ():
-        file_tree.pop(section, None)
+    for key in RUN_TIME_KEYS if saved else ():
+        file_tree.pop(key, None)
     for layer in (base or {}, file_tree):
         for section, values in layer.items():
             if isinstance(values, dict) and isinstance(tree.get(section), dict):
@@ -643,9 +643,10 @@ def key_help() -> List[KeyHelp]:
     return found
 
 
-# How a model is run, not what it is: a checkpoint's config.yaml leaves them out, and a model loaded
-# takes them from their defaults and --set, wherever it was trained
-RUN_TIME_SECTIONS = ("inference", "serve")
+# How a model is run, not what it is (the sections and top-level keys of the run-time settings): a
+# checkpoint's config.yaml leaves them out, and a model loaded takes them from their defaults and --set,
+# wherever and however it was trained
+RUN_TIME_KEYS = ("inference", "serve", "device", "cpu_threads")
 
 
 def dump_config(config: RunConfig, leave_out: Sequence[str] = ()) -> str:

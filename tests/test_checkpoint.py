@@ -11,14 +11,14 @@ import yaml
 from globalpointer.checkpoint import load_checkpoint, open_model
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main
-from globalpointer.config import InferenceConfig, RUN_TIME_SECTIONS, ServeConfig
+from globalpointer.config import InferenceConfig, RUN_TIME_KEYS, ServeConfig
 from globalpointer.errors import CheckpointError
 
 
 def test_a_checkpoint_records_what_the_model_is_not_how_it_is_served(trained, tmp_path):
     checkpoint = trained / "run" / "best"
     saved = yaml.safe_load((checkpoint / "config.yaml").read_text(encoding="utf-8"))
-    assert {"data", "model", "train"} <= set(saved) and not set(RUN_TIME_SECTIONS) & set(saved)
+    assert {"data", "model", "train"} <= set(saved) and not set(RUN_TIME_KEYS) & set(saved)
     config = open_model(str(checkpoint)).run_config(["serve.port=8123", "inference.batch_size=5"])
     assert (config.serve.port, config.inference.batch_size) == (8123, 5)
 
