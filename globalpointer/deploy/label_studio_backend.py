@@ -383,6 +383,19 @@ NOT_CONNECTED = ("no Label Studio address and token: start the backend with --la
                  "LABEL_STUDIO_API_KEY (or with basic authentication, when Label Studio then calls /setup with them)")
 
 
+def answer_errors(app) -> None:
+    """The HTTP layer's answers to bodies that cannot be read and routes not served (as ``serve``
+    gives them), and 400 naming what a request of the protocol lacks (the checks raise ValueError)."""
+    from fastapi.responses import JSONResponse
+
+    answer_errors_as_json(app, "GET /health, POST /setup, POST /predict and POST /webhook",
+                          '{"tasks": [{"data": {"text": "..."}}], "label_config": "<View>...</View>"}')
+
+    @app.exception_handler(ValueError)
+    async def bad_request(request, error: ValueError):
+        return JSONResponse({"detail": str(error)}, status_code=400)
+
+
 def create_app(model: str, pipeline, work_dir: str, base_config: str, label_studio_url: str = "",
                api_key: str = "", overrides: Optional[List[str]] = None,
                basic_auth: Optional[Tuple[str, str]] = None):
@@ -410,12 +423,7 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
     app = FastAPIOffline(title="GlobalPointer NER: Label Studio ML backend", lifespan=lifespan,
                          description="Label Studio's ML-backend protocol: /health, /setup, /predict, /webhook.")
 
-    answer_errors_as_json(app, "GET /health, POST /setup, POST /predict and POST /webhook",
-                          '{"tasks": [{"data": {"text": "..."}}], "label_config": "<View>...</View>"}')
-
-    @app.exception_handler(ValueError)
-    async def bad_request(request, error: ValueError):
-        return JSONResponse({"detail": str(error)}, status_code=400)
+    answer_errors(app)
 
     @app.get("/health")
     @app.get("/")
