@@ -1,10 +1,12 @@
 """The files of a run -> records and labels, and the text encoder its encoder's tokenizer needs."""
 import difflib
 import logging
+import os
 from collections import Counter
 from typing import List, Sequence
 
 from .data.features import Featurizer
+from .data.public_sets import fetch_hint
 from .data.readers import read_records
 from .data.sources import Sources, declared_types
 from .errors import DataError
@@ -15,7 +17,10 @@ log = logging.getLogger(__name__)
 
 
 def load_records(path: str, format: str = "auto", on_error: str = "raise", limit: int = 0) -> List[Record]:
-    """``read_records``, and a line saying how many texts and entities the file gave."""
+    """``read_records``, and a line saying how many texts and entities the file gave; a missing file
+    where a public set's layout puts one names the command that fetches it."""
+    if not os.path.isfile(path):
+        raise DataError(f"file not found: {path}{fetch_hint(path)}")
     records = read_records(path, format, on_error, limit)
     log.info("%s: %d texts, %d entities", path, len(records), sum(len(r.entities) for r in records))
     return records

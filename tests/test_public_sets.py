@@ -216,11 +216,11 @@ def test_a_shipped_configs_missing_file_names_the_command_that_fetches_it(tmp_pa
     err = capsys.readouterr().err
     assert "the public set conll2003, which is not fetched: sign the Reuters corpus agreement" in err
     assert "put train.txt, valid.txt and test.txt in data/conll2003/" in err
-    from globalpointer.data.readers import read_records
+    from globalpointer.corpus import load_records
     from globalpointer.errors import DataError
 
     with pytest.raises(DataError, match="public set cluener: fetch it with globalpointer data fetch cluener$"):
-        read_records("data/cluener/dev.json")  # evaluate --data, predict: the readers say it too
+        load_records("data/cluener/dev.json")  # evaluate --data, calibrate --data: the same words
     (tmp_path / "mine").mkdir()
     assert train_main(["--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
                        "--set", "data.train=mine/train.json"]) == 2

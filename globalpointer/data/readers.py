@@ -121,9 +121,7 @@ def unzip_export(path: str, raw: bytes) -> bytes:
 
 def read_text(path: str) -> str:
     if not os.path.isfile(path):
-        from .public_sets import fetch_hint
-
-        raise DataError(f"file not found: {path}{fetch_hint(path)}")
+        raise DataError(f"file not found: {path}")
     raw = open(path, "rb").read()
     if raw.startswith(ZIP_MAGIC):
         raw = unzip_export(path, raw)
