@@ -133,9 +133,13 @@ class TrainConfig:
     init_from: str = _opt("", "a trained model (RUN/best) to start from: its encoder, head weights and types, in "
                               "their order; types of data.labels (or of the data) it lacks are added after them "
                               "with fresh head rows; empty: start from model.encoder")
-    epochs: int = _opt(3, "passes over the training data", bounds=POSITIVE)
+    epochs: int = _opt(12, "passes over the training data at most: with a dev file, training stops after "
+                            "train.patience evaluations without a better dev F1 and keeps the best (the best "
+                            "epoch was 6 to 11 on 1,000-text slices, docs/results.md)", bounds=POSITIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
-    lr: float = _opt(5e-5, "peak learning rate of the encoder", bounds=NON_NEGATIVE)
+    lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
+                           "ELECTRA-Small's rate for small encoders; with the decay and training length by dev "
+                           "F1 the strongest recipe on 1,000-text slices (docs/results.md)", bounds=NON_NEGATIVE)
     head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)",
                           bounds=NON_NEGATIVE)
     warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0",
@@ -148,7 +152,8 @@ class TrainConfig:
     seed: int = _opt(42, "seed for initialisation, dropout and data order", bounds=Bounds(0, SEED_LIMIT))
     eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)",
                            bounds=NON_NEGATIVE)
-    patience: int = _opt(0, "stop after this many evaluations without a better dev F1 (0: never)", bounds=NON_NEGATIVE)
+    patience: int = _opt(2, "stop after this many evaluations without a better dev F1 (0: never): the length "
+                              "of training chosen by the dev set", bounds=NON_NEGATIVE)
     log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps", bounds=POSITIVE)
     adversarial: str = _opt("none", "fgm: adversarial training on the word embeddings (one more forward and "
                             "backward per batch)", ("none", "fgm"))
@@ -156,7 +161,7 @@ class TrainConfig:
                                       bounds=POSITIVE)
     ema_decay: float = _opt(0.0, "exponential moving average of the weights, evaluated and saved as the best "
                             "model (e.g. 0.999); 0: off", bounds=FRACTION)
-    layer_lr_decay: float = _opt(1.0, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
+    layer_lr_decay: float = _opt(0.8, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
                                  "embeddings lowest; 1: every layer at lr", bounds=Bounds(0, 1, low_included=False))
     rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
                               "weighs the symmetric KL between the two passes' span probabilities; 0: off",

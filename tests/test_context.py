@@ -49,7 +49,7 @@ def test_each_text_is_read_as_if_it_were_alone(context):
 
 def test_context_layers_learn_at_the_heads_rate():
     network, _ = network_of("transformer")
-    config = load_config(overrides=["train.lr=1e-5", "train.head_lr=1e-3"])
+    config = load_config(overrides=["train.lr=1e-5", "train.head_lr=1e-3", "train.layer_lr_decay=1.0"])
     optimizer, _ = build_optimizer(network, config, 10)
     rate_of = {id(p): group["learning_rate"] for group in optimizer._param_groups for p in group["params"]}
     assert {rate_of[id(p)] for p in network.context.parameters()} == {1e-3}
