@@ -40,13 +40,13 @@ def test_types_listed_in_data_labels_are_not_warned_about(caplog):
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
-@pytest.mark.parametrize("entity, message", [
+@pytest.mark.parametrize("entity, message", [  # the hint turns the file's name into the format's, not backwards
     ({"start": 0, "end": 2, "label": "PER"}, re.escape("an entity has no 'type' (it has 'start', 'end', 'label'); "
-                                                       "did you mean 'label'?")),
-    ({"begin": 0, "end": 2, "type": "PER"}, "no 'start' .*did you mean 'begin'?"),
-    ({"start": 0, "end_": 2, "type": "PER"}, "no 'end' .*did you mean 'end_'?"),
+                                                       "rename 'label' to 'type' (this format's name for it)")),
+    ({"begin": 0, "end": 2, "type": "PER"}, "no 'start' .*rename 'begin' to 'start'"),
+    ({"start": 0, "end_": 2, "type": "PER"}, "no 'end' .*rename 'end_' to 'end'"),
 ])
-def test_another_tools_key_gets_a_did_you_mean(tmp_path, entity, message):
+def test_another_tools_key_says_what_to_rename(tmp_path, entity, message):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"text": "张三在北京", "entities": [entity]}, ensure_ascii=False) + "\n",
                     encoding="utf-8")

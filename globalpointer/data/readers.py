@@ -342,11 +342,12 @@ KEY_SYNONYMS = {"type": ("label", "tag", "category", "entity_type", "ner_type", 
 
 
 def missing_key_hint(item: dict, key: str) -> str:
-    """'; did you mean 'label'?' when ``item`` lacks ``key`` but has a near miss or another tool's name for it."""
+    """"; rename 'label' to 'type' (...)" when ``item`` lacks ``key`` but has a near miss or another
+    tool's name for it: what the file says, turned into what the format reads."""
     others = [name for name in item if isinstance(name, str)]
     synonyms = [name for name in KEY_SYNONYMS.get(key.split("_")[0], ()) if name in others]
     close = synonyms or difflib.get_close_matches(key, others, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f"; rename {close[0]!r} to {key!r} (this format's name for it), or set data.format" if close else ""
 
 
 def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool) -> Record:
