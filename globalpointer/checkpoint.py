@@ -383,14 +383,21 @@ def drop_compiled(directory: str, why: str) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def runs_compiled(opened: "ModelDirectory", config: RunConfig) -> bool:
+    """Whether a run of ``config`` on the model ``opened`` may run the program compiled from it: a
+    checkpoint, ``inference.backend: auto``, and the network the program was compiled from (the
+    record's settings, not overridden)."""
+    return (config.inference.backend == "auto" and not opened.export
+            and network_settings(config) == network_settings(opened.record))
+
+
 def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> Optional[tuple]:
     """(backend, network) of the program compiled from the checkpoint ``opened`` when the cache holds
     one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
     with a warning, and the checkpoint runs itself)."""
     from .model.backends import BACKENDS
 
-    runs_as_compiled = network_settings(config) == network_settings(opened.record)  # it was compiled from these
-    if config.inference.backend != "auto" or opened.export or not runs_as_compiled:
+    if not runs_compiled(opened, config):
         return None
     entry = compiled_program(opened)
     program_directory = entry and verified_program(entry)

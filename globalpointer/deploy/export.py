@@ -163,16 +163,15 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
-    from ..checkpoint import compiled_program, network_settings, verified_program
+    from ..checkpoint import compiled_program, runs_compiled, verified_program
 
     opened = open_model(model)
     if opened.export or launch_position()[1] > 1 or not paddle_writes_exports():
         return
     checkpoint = opened.path
     config = opened.run_config(list(overrides) + ([("inference.backend", backend)] if backend else []))
-    if config.inference.backend != "auto" or not config.inference.compile_from_lines \
-            or lines < config.inference.compile_from_lines \
-            or network_settings(config) != network_settings(opened.record):  # compiled from what it computes
+    if not runs_compiled(opened, config) or not config.inference.compile_from_lines \
+            or lines < config.inference.compile_from_lines:
         return
     entry = compiled_program(opened)
     if entry is None or verified_program(entry):
