@@ -207,13 +207,15 @@ def _run_config(directory: str, record: RunConfig, overrides, position_limit: Op
     return config
 
 
-def _read_json_object(directory: str, name: str, expected: str) -> dict:
+def _read_json_object(directory: str, name: str, expected: str, fits=lambda value: True) -> dict:
+    """The JSON object in ``directory/name`` for which ``fits`` holds; a file that is not one (or
+    cannot be parsed, or nests past the parser) is one CheckpointError saying what was ``expected``."""
     path = os.path.join(directory, name)
     try:
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)
-        assert isinstance(value, dict)
-    except (OSError, ValueError, AssertionError, RecursionError):
+        assert isinstance(value, dict) and fits(value)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
         raise CheckpointError(f"{path} is corrupted: expected {expected}; restore it from the run") from None
     return value
 
@@ -233,18 +235,14 @@ def _recorded_lower_case(directory: str) -> Optional[bool]:
 
 
 def _read_info(directory: str) -> dict:
-    path = os.path.join(directory, CHECKPOINT_INFO)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-        assert isinstance(info, dict) and isinstance(info["vocab_tokens"], int)
-        assert info["tokenization"] in ("char", "subword")
-        assert info.get("overlapping_entities") in (None, True, False)
-        assert info.get("word_boundaries") in (None, True, False)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
-        raise CheckpointError(f"{path} is corrupted: expected {{\"vocab_tokens\": N, \"tokenization\": "
-                              f"\"char\" or \"subword\"}}") from None
-    check_format_version(path, info)
+    def fits(info: dict) -> bool:
+        return (isinstance(info["vocab_tokens"], int) and info["tokenization"] in ("char", "subword")
+                and info.get("overlapping_entities") in (None, True, False)
+                and info.get("word_boundaries") in (None, True, False))
+
+    info = _read_json_object(directory, CHECKPOINT_INFO, '{"vocab_tokens": N, "tokenization": "char" or "subword"}',
+                             fits)
+    check_format_version(os.path.join(directory, CHECKPOINT_INFO), info)
     return info
 
 
