@@ -36,8 +36,7 @@ def first_sentences(path, count, out):
 
 def train(run, overrides):
     """(dev report, test report) of ``configs/cluener.yaml`` trained with ``overrides`` into ``run``."""
-    dev = train_run(run, overrides, config=os.path.join(ROOT, "configs", "cluener.yaml"))
-    return dev, json.load(open(os.path.join(run, "test_report.json")))
+    return train_run(run, overrides, config=os.path.join(ROOT, "configs", "cluener.yaml"), splits=("dev", "test"))
 
 
 def main():

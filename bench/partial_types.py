@@ -37,20 +37,25 @@ def write(path, lines):
     return path
 
 
-def train_run(run, overrides, extra=(), config=os.path.join(ROOT, "configs", "quickstart.yaml")):
+def train_run(run, overrides, extra=(), config=os.path.join(ROOT, "configs", "quickstart.yaml"), splits=("dev",)):
     """``train.py`` with ``config`` (the quickstart's) and ``overrides`` (``--set`` items) into ``run``,
-    its output in ``run``.log; the dev report of its best checkpoint as ``evaluate.py`` loads it (a
-    number from a model that every reader accepts, not from the training process)."""
+    its output in ``run``.log; the report of its best checkpoint on each of ``splits`` (dev, test) as
+    ``evaluate.py`` loads it (a number from a model that every reader accepts, not from the training
+    process): one report for one split, else a tuple in their order."""
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", config,
                "--set", f"output_dir={run}", "--overwrite", *extra]
     for item in overrides:
         command += ["--set", item]
-    report = os.path.join(run, "dev_report.loaded.json")
+    reports = []
     with open(run + ".log", "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
-        subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--model", os.path.join(run, "best"),
-                        "--set", "data.test=", "--output", report], check=True, stdout=log, stderr=subprocess.STDOUT)
-    return json.load(open(report))
+        for split in splits:
+            report = os.path.join(run, f"{split}_report.loaded.json")
+            only = ["--set", "data.test="] if split == "dev" else []  # evaluate.py reads test, else dev
+            subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--model", os.path.join(run, "best"),
+                            *only, "--output", report], check=True, stdout=log, stderr=subprocess.STDOUT)
+            reports.append(json.load(open(report)))
+    return reports[0] if len(reports) == 1 else tuple(reports)
 
 
 def main():

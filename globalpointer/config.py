@@ -166,6 +166,12 @@ class TrainConfig:
     rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
                               "weighs the symmetric KL between the two passes' span probabilities; 0: off",
                               bounds=NON_NEGATIVE)
+    boundary_smoothing: float = _opt(0.0, "boundary smoothing (span heads; Zhu and Li, 2022): this share of each "
+                                          "entity's target goes to the spans a token or so off its boundaries "
+                                          "(train.boundary_smoothing_size), softening the loss where annotators "
+                                          "disagree; 0: off", bounds=FRACTION)
+    boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
+                                           "boundary moves away (start and end together)", bounds=POSITIVE)
 
 
 @dataclass
@@ -588,10 +594,12 @@ def validate(config: RunConfig) -> None:
                           f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
     if config.model.head_size % 2:
         raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
-    if config.train.rdrop_alpha:
+    span_only = [key for key in ("rdrop_alpha", "boundary_smoothing") if getattr(config.train, key)]
+    if span_only:
         from .model.heads import check_span_head
 
-        check_span_head(config.model.head, "train.rdrop_alpha")
+        for key in span_only:
+            check_span_head(config.model.head, f"train.{key}")
     if len(set(config.data.labels)) != len(config.data.labels):
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
     if any(not label.strip() for label in config.data.labels):

@@ -8,6 +8,7 @@ import pytest
 from globalpointer.config import load_config
 from globalpointer.model.encoders import load_encoder
 from globalpointer.model.network import build_network
+from globalpointer.model.smoothing import smoothed_targets
 from globalpointer.training.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
 from globalpointer.training.step import build_optimizer, forward_backward
 from synthetic import tiny_config
@@ -213,3 +214,21 @@ def test_an_ema_run_also_scores_the_weights_it_trains_exactly_as_a_run_without_e
     assert [row["f1"] for row in averaged] != [row["f1"] for row in plain]  # the average is scored as well
     assert ema_summary["best_dev_f1_without_average"] == plain_summary["best_dev_f1"]
     assert plain_summary["best_dev_f1_without_average"] is None and not any(r["f1_without_average"] for r in plain)
+
+
+def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path, monkeypatch):
+    from globalpointer.cli import train_main
+    from globalpointer.training import step
+
+    seen = []
+
+    def recorded(gold, span_text, tril_mask, epsilon, size):
+        seen.append((epsilon, size))
+        return smoothed_targets(gold, span_text, tril_mask, epsilon, size)
+
+    monkeypatch.setattr(step, "smoothed_targets", recorded)
+    config = tiny_config(tmp_path, train__epochs=4, train__boundary_smoothing=0.2, train__boundary_smoothing_size=2)
+    assert train_main(["--config", config]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["best_dev_f1"] > 0.5
+    assert len(seen) >= summary["steps"] and set(seen) == {(0.2, 2)}

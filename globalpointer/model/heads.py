@@ -63,14 +63,17 @@ class _SpanHead(nn.Layer):
         raise NotImplementedError
 
     def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor,
-             planes: Optional[paddle.Tensor] = None) -> Tuple[paddle.Tensor, int]:
+             planes: Optional[paddle.Tensor] = None,
+             soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None) -> Tuple[paddle.Tensor, int]:
         """The loss and how many gold rows fell into masked cells (left out of it); ``planes``
-        ``[batch, types]``: the types each example's file annotates (``loss.plane_mean``)."""
+        ``[batch, types]``: the types each example's file annotates (``loss.plane_mean``); ``soft``:
+        (rows, targets) that replace the gold rows' targets of 1 (``smoothing.smoothed_targets``)."""
         mask = span_mask(span_text, self.tril_mask)
+        rows, targets = soft if soft is not None else (gold, None)
         if self.loss_kind == "dense":
-            value = dense_span_loss(logits, gold_to_dense(gold, self.num_types, logits.shape[-1]), mask, planes)
+            value = dense_span_loss(logits, gold_to_dense(rows, self.num_types, logits.shape[-1], targets), mask, planes)
         else:
-            value = sparse_span_loss(logits, gold, mask, planes)
+            value = sparse_span_loss(logits, rows, mask, planes, targets)
         return value, count_masked_gold(gold, mask)
 
     def consistency(self, first: paddle.Tensor, second: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:

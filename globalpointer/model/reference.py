@@ -122,6 +122,44 @@ def multilabel_cross_entropy_gradient(scores: np.ndarray, labels: np.ndarray, ce
     return grad / pairs
 
 
+def soft_multilabel_cross_entropy(scores: np.ndarray, targets: np.ndarray, cells: np.ndarray,
+                                  planes: Optional[np.ndarray] = None) -> float:
+    """Su's soft-label form, mean over (example, type): log(1 + sum t e^-s) + log(1 + sum (1 - t) e^s)
+    over the open ``cells``, ``targets`` ``[batch, types, L, L]`` in [0, 1] (0/1 targets: the hard loss)."""
+    total = []
+    for b in range(scores.shape[0]):
+        for t in range(scores.shape[1]):
+            if planes is not None and not planes[b, t]:
+                continue
+            s = scores[b, t][cells[b, 0]].astype(np.float64)
+            y = targets[b, t][cells[b, 0]].astype(np.float64)
+            total.append(np.log1p((y * np.exp(-s)).sum()) + np.log1p(((1 - y) * np.exp(s)).sum()))
+    return float(np.mean(total))
+
+
+def boundary_smoothed_targets(gold: np.ndarray, cells: np.ndarray, num_types: int, epsilon: float,
+                              size: int) -> np.ndarray:
+    """Boundary smoothing's targets ``[batch, types, L, L]``, cell by cell over each plane: a gold
+    span keeps 1 - epsilon; for each d = 1..size the open ``cells`` at Manhattan distance d from it
+    share epsilon / size (none open: it stays with the gold span); targets add up, capped at 1."""
+    batch, length = cells.shape[0], cells.shape[-1]
+    targets = np.zeros((batch, num_types, length, length))
+    starts, ends = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")
+    for b in range(batch):
+        for kind, start, end in gold[b]:
+            if kind < 0 or not cells[b, 0, start, end]:
+                continue
+            targets[b, kind, start, end] += 1 - epsilon
+            distance = np.abs(starts - start) + np.abs(ends - end)
+            for d in range(1, size + 1):
+                ring = (distance == d) & cells[b, 0]
+                if ring.any():
+                    targets[b, kind][ring] += epsilon / size / ring.sum()
+                else:
+                    targets[b, kind, start, end] += epsilon / size
+    return np.minimum(targets, 1.0)
+
+
 def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.0) -> List[List[TokenSpan]]:
     """Every unmasked cell with logit > its type's threshold, for each example of the batch (nested output):
     what ``heads.decode_span_logits`` computes where the logits are.

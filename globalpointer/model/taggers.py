@@ -71,9 +71,11 @@ class TokenTagger(nn.Layer):
         """The text tokens' columns: from input positions to text tokens."""
         return emissions[:, CLS_POSITIONS:], span_text[:, CLS_POSITIONS:].astype("bool")
 
-    def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor, planes=None):
+    def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor, planes=None, soft=None):
         if planes is not None:  # training refuses such data first (training/loop.py)
             raise ValueError("a token tagger learns every type at every token; it cannot leave types out")
+        if soft is not None:  # the config refuses it first (config.validate)
+            raise ValueError("a token tagger has no span targets to smooth")
         tags, dropped = gold_to_tags(gold.numpy(), emissions.shape[1])
         emissions, mask = self._text_part(emissions, span_text)
         tags = paddle.to_tensor(tags[:, CLS_POSITIONS:])

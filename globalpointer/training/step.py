@@ -10,6 +10,7 @@ import paddle
 from ..config import RunConfig, TrainConfig
 from ..errors import TrainingError
 from ..model.network import model_inputs
+from ..model.smoothing import smoothed_targets
 from .recipes import EMA, FGM, layer_rates, word_embeddings
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,12 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
 
 
 def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Optional[str], scaler,
-                     accumulation: int, rdrop_alpha: float = 0.0,
-                     planes: Optional[paddle.Tensor] = None) -> Tuple[float, int]:
+                     accumulation: int, rdrop_alpha: float = 0.0, planes: Optional[paddle.Tensor] = None,
+                     soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None) -> Tuple[float, int]:
     """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
     With ``rdrop_alpha`` the batch runs twice in one forward pass (stacked, so each copy gets its
-    own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``."""
+    own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``.
+    ``soft``: the gold rows' smoothed targets (``smoothing.smoothed_targets``, as tensors)."""
     span_text = inputs["span_text"]
     if rdrop_alpha:
         inputs = {key: paddle.concat([value, value]) for key, value in inputs.items()}
@@ -80,11 +82,11 @@ def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Op
         logits = trained(**inputs)
     if rdrop_alpha:
         first, second = paddle.split(logits, 2)
-        loss, dropped = head.loss(first, gold, span_text, planes)
-        loss = (loss + head.loss(second, gold, span_text, planes)[0]) / 2 + rdrop_alpha * head.consistency(
+        loss, dropped = head.loss(first, gold, span_text, planes, soft)
+        loss = (loss + head.loss(second, gold, span_text, planes, soft)[0]) / 2 + rdrop_alpha * head.consistency(
             first, second, span_text)
     else:
-        loss, dropped = head.loss(logits, gold, span_text, planes)
+        loss, dropped = head.loss(logits, gold, span_text, planes, soft)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
     return float(loss) * accumulation, dropped
@@ -109,6 +111,11 @@ class Stepper:
         paddle.seed(step_seed(self.train.seed, step * self.train.grad_accum_steps + micro))
         inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
         planes = paddle.to_tensor(batch["annotated"]) if "annotated" in batch else None
+        soft = None
+        if self.train.boundary_smoothing:
+            soft = tuple(paddle.to_tensor(part) for part in smoothed_targets(
+                batch["gold"], batch["span_text"], self.network.head.tril_mask, self.train.boundary_smoothing,
+                self.train.boundary_smoothing_size))
         # Data parallel: the gradients are summed in each process and all-reduced once, in the
         # step's last batch; all-reducing every batch would only move the same sum more often.
         last = micro == micros - 1
@@ -117,12 +124,12 @@ class Stepper:
             if self.fgm is not None and micro:
                 self.fgm.remember_gradient()
             loss, dropped = forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
-                                             self.train.grad_accum_steps, self.train.rdrop_alpha, planes)
+                                             self.train.grad_accum_steps, self.train.rdrop_alpha, planes, soft)
             if self.scaler is None and not math.isfinite(loss):  # float16's loss scaling skips such steps itself
                 raise diverged(f"the training loss is {loss}", step + 1, self.train)
             if self.fgm is not None and self.fgm.attack():  # the loss on moved embeddings: one pass, without R-Drop
                 forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
-                                 self.train.grad_accum_steps, planes=planes)
+                                 self.train.grad_accum_steps, planes=planes, soft=soft)
                 self.fgm.restore()
         return loss, dropped
 
