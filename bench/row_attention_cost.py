@@ -9,7 +9,6 @@ and with the 0/1 mask handed to the encoder as PaddleNLP takes it, in turns, on 
 """
 import argparse
 
-import globalpointer  # first: it quiets the warnings Paddle prints on import
 from globalpointer import cpu_math
 import paddle
 

@@ -21,7 +21,7 @@ from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load
                      override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
-                    contains, locate_model, partial_directory, swap_in_directory)
+                    contains, locate_model, partial_directory, read_json, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -118,10 +118,9 @@ def _check_files(directory: str, names) -> None:
 
 def _read_labels(directory: str) -> List[str]:
     try:
-        with open(os.path.join(directory, "labels.json"), encoding="utf-8") as handle:
-            labels = json.load(handle)
+        labels = read_json(os.path.join(directory, "labels.json"))
         assert isinstance(labels, list) and labels and all(isinstance(x, str) and x.strip() for x in labels)
-    except (ValueError, AssertionError, RecursionError):
+    except (ValueError, AssertionError):
         raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:  # the model's outputs are in label order: a repeated name would rename the types after it
@@ -139,13 +138,10 @@ def read_min_scores(directory: str, labels: List[str]) -> Optional[List[float]]:
         return None
     fix = f"rerun globalpointer calibrate --model {directory} --data FILE, or delete the file"
     try:
-        with open(path, encoding="utf-8") as handle:
-            stored = json.load(handle)
+        stored = read_json(path)
         key = "min_scores" if "min_scores" in stored or "thresholds" not in stored else "thresholds"
         scores = stored[key]
         values = [scores[label] for label in labels]
-    except RecursionError:  # a document nested past what Python's parser follows
-        raise CheckpointError(f"{path} is corrupted (nested too deeply to be a thresholds file): {fix}") from None
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"{path} is corrupted or not for this model's labels ({error!r}): {fix}") from None
     wrong = [f"{label}: {value!r}" for label, value in zip(labels, values)
@@ -212,10 +208,9 @@ def _read_json_object(directory: str, name: str, expected: str, fits=lambda valu
     cannot be parsed, or nests past the parser) is one CheckpointError saying what was ``expected``."""
     path = os.path.join(directory, name)
     try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
+        value = read_json(path)
         assert isinstance(value, dict) and fits(value)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
         raise CheckpointError(f"{path} is corrupted: expected {expected}; restore it from the run") from None
     return value
 
@@ -354,8 +349,7 @@ def verified_program(entry: CompiledProgram) -> Optional[str]:
     info_path = os.path.join(entry.directory, EXPORT_INFO)
     problem = None
     try:
-        with open(info_path, encoding="utf-8") as handle:
-            info = json.load(handle)
+        info = read_json(info_path)
         sizes = info["sizes"]
         if info.get(COMPILED_FROM) != entry.digest:
             problem = "it was compiled from another checkpoint"
@@ -363,7 +357,7 @@ def verified_program(entry: CompiledProgram) -> Optional[str]:
             damaged = [name for name, size in sizes.items()
                        if os.path.getsize(os.path.join(entry.directory, name)) != size]
             problem = f"{', '.join(damaged)} changed since it was written" if damaged else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         problem = f"its {EXPORT_INFO} cannot be read ({error.__class__.__name__})"
     if problem is None:
         return entry.directory

@@ -197,6 +197,21 @@ def atomic_write_text(path: str, text: str) -> None:
         out.write(text)
 
 
+def parse_json(text):
+    """``json.loads``, with a document nested past what Python's parser follows a ValueError ("nested
+    too deeply") like any other unreadable one, so that one ``except ValueError`` catches them all."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def read_json(path: str):
+    """The JSON document in the file ``path`` (``parse_json``: every unreadable one a ValueError)."""
+    with open(path, encoding="utf-8") as handle:
+        return parse_json(handle.read())
+
+
 def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
@@ -277,9 +292,8 @@ def check_export_format(directory: str) -> None:
     unreadable export.json is no error (the program says what it reads: ``program_input_dtype``)."""
     path = os.path.join(directory, EXPORT_INFO)
     try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-    except (OSError, ValueError, RecursionError):
+        info = read_json(path)
+    except (OSError, ValueError):
         return
     if isinstance(info, dict):
         check_format_version(path, info)
@@ -313,10 +327,9 @@ def replaceable(directory: str, manifest: str, also: Sequence[str] = ()) -> bool
     if not entries:
         return True
     try:
-        with open(os.path.join(directory, manifest), encoding="utf-8") as handle:
-            listed = json.load(handle)[MANIFEST_KEY]
+        listed = read_json(os.path.join(directory, manifest))[MANIFEST_KEY]
         assert isinstance(listed, list) and all(isinstance(name, str) for name in listed)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
         return False
     return entries <= set(listed) | {manifest} | set(also)
 

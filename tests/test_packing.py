@@ -125,7 +125,8 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
     """Exports made before rows could hold several texts take a bool span_text and have no export.json."""
     import shutil
 
-    from globalpointer.model.backends import EXPORT_INFO, PROGRAM
+    from globalpointer.files import EXPORT_INFO
+    from globalpointer.model.backends import PROGRAM
     from globalpointer.deploy.export import INPUT_SPEC
     from globalpointer.checkpoint import load_checkpoint
 

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import DataError, json_failure
-from ..files import atomic_write_text
+from ..files import atomic_write_text, parse_json
 from ..spans import Entity, Record, characters
 from .tags import tags_to_spans
 
@@ -159,10 +159,10 @@ def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[T
         if not line_text.strip():
             continue
         try:
-            yield number, json.loads(line_text)
+            yield number, parse_json(line_text)
         except json.JSONDecodeError as error:
             on_error(DataError(f"{path}:{number}: malformed JSON ({error.msg} at column {error.colno})"))
-        except (ValueError, RecursionError) as error:  # past the parser's limits
+        except ValueError as error:  # past the parser's limits
             on_error(DataError(f"{path}:{number}: unreadable JSON ({json_failure(error)})"))
 
 

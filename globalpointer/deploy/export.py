@@ -28,9 +28,9 @@ from paddle.static import InputSpec
 
 from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
 from ..errors import UserError
-from ..files import (FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory, replaceable,
-                     swap_in_directory)
-from ..model.backends import (EXPORT_INFO, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
+from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory,
+                     replaceable, swap_in_directory)
+from ..model.backends import (ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
 from ..runtime import launch_position

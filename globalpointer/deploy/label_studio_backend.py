@@ -44,6 +44,7 @@ from collections import Counter
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..errors import UserError
+from ..files import parse_json
 from ..spans import Record
 from ..web import OutgoingError, check_address, fetch
 from ..inference.label_studio import prediction_for
@@ -195,8 +196,8 @@ def http_json(url: str, body: Optional[dict], headers: dict, timeout: float = 12
                     what_to_check="Label Studio's address (--label-studio-url), its token (LABEL_STUDIO_API_KEY) "
                                   "and that it runs")
     try:
-        return json.loads(content)
-    except (ValueError, RecursionError) as error:
+        return parse_json(content)
+    except ValueError as error:
         raise UserError(f"Label Studio's answer to {url} is not JSON ({error})") from None
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Name
 from tqdm import tqdm
 
 from ..errors import UserError, json_failure
-from ..files import atomic_output, replaced_by_rename
+from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
 from .label_studio import label_studio_task
 
@@ -68,14 +68,14 @@ def parse_line(raw: bytes, input_format: str) -> ParsedLine:
     if not decoded.strip():
         return ParsedLine({"text": "", "entities": []}, "")
     try:
-        obj = json.loads(decoded)
+        obj = parse_json(decoded)
         json.dumps(obj, ensure_ascii=False).encode("utf-8")  # what the output line will hold must be UTF-8
     except json.JSONDecodeError as error:
         return ParsedLine({"text": decoded, "entities": [], "error": f"malformed JSON: {error.msg}"}, None)
     except UnicodeEncodeError:
         return ParsedLine({"text": decoded, "entities": [], "error": "the JSON holds a lone surrogate (\\ud800 to "
                                                                      "\\udfff), which is no character"}, None)
-    except (ValueError, RecursionError) as error:  # past the parser's limits
+    except ValueError as error:  # past the parser's limits
         return ParsedLine({"text": decoded, "entities": [], "error": f"unreadable JSON: {json_failure(error)}"}, None)
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return ParsedLine({"text": decoded, "entities": [], "error": 'a JSON line needs a string "text" field'}, None)
@@ -85,11 +85,11 @@ def parse_line(raw: bytes, input_format: str) -> ParsedLine:
 def sniff_format(first_line: bytes) -> str:
     """``jsonl`` when the first line is a JSON object with a text field, else ``text``."""
     try:
-        obj = json.loads(first_line.decode("utf-8"))
+        obj = parse_json(first_line.decode("utf-8"))
         return "jsonl" if isinstance(obj, dict) and "text" in obj else "text"
     except (UnicodeDecodeError, json.JSONDecodeError):
         return "text"
-    except (ValueError, RecursionError):  # JSON past Python's limits: parse_line names them line by line
+    except ValueError:  # JSON past Python's limits: parse_line names them line by line
         return "jsonl" if first_line.lstrip().startswith(b"{") else "text"
 
 

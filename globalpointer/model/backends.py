@@ -11,7 +11,6 @@ the dynamic graph).
 Nothing falls back silently: a backend or device that cannot be had is an error saying how to get it.
 """
 import importlib.util
-import json
 import os
 import threading
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
@@ -19,7 +18,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError
-from ..files import EXPORT_INFO, EXPORT_PROGRAM
+from ..files import EXPORT_PROGRAM, read_json
 from .decode import decode_logit_array
 from .network import load_network
 
@@ -84,15 +83,13 @@ def program_input_dtype(program: str, name: str) -> str:
                 yield from ops(value)
 
     try:
-        with open(program, encoding="utf-8") as handle:
-            tree = json.load(handle)
+        tree = read_json(program)
         for op in ops(tree):
             found = attributes(op)
             if found.get("name") == name and isinstance(found.get("dtype"), str):
                 return found["dtype"]
-    except (OSError, ValueError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise CheckpointError(f"{program} cannot be read ({reason}); export the checkpoint again") from None
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{program} cannot be read ({error}); export the checkpoint again") from None
     raise CheckpointError(f"{program} declares no input {name!r}; export the checkpoint again")
 
 

@@ -6,7 +6,6 @@ them here).
 """
 from typing import Optional
 
-import paddle
 from paddle import nn
 
 

@@ -10,13 +10,12 @@
 import copy
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 from typing import List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
-from ..files import atomic_write_text, cache_directory, partial_directory
+from ..files import atomic_write_text, cache_directory, partial_directory, read_json
 from .weights import mismatches, read_state, save_state, summary
 
 BUNDLED = {
@@ -70,12 +69,10 @@ def write_vocab(tokens: List[str], path: str) -> None:
 def vocab_from_tokenizer_json(path: str) -> List[str]:
     """Rebuild vocab.txt from a Hugging Face tokenizer.json (WordPiece), ordered by id."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            vocab = json.load(handle)["model"]["vocab"]
+        vocab = read_json(path)["model"]["vocab"]
         ordered = sorted(vocab.items(), key=lambda item: item[1])
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else repr(error)
-        raise EncoderError(f"{path}: not a WordPiece tokenizer.json ({reason}); cannot rebuild vocab.txt") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise EncoderError(f"{path}: not a WordPiece tokenizer.json ({error!r}); cannot rebuild vocab.txt") from None
     if [index for _, index in ordered] != list(range(len(ordered))):
         raise EncoderError(f"{path}: the vocabulary ids are not 0..{len(ordered) - 1}; cannot rebuild vocab.txt")
     return [token for token, _ in ordered]

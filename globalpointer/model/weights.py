@@ -17,7 +17,7 @@ from typing import Any, Dict
 import numpy as np
 
 from ..errors import CheckpointError
-from ..files import atomic_output
+from ..files import atomic_output, parse_json
 
 TREE_KEY = "globalpointer.tree"  # safetensors metadata: the state's structure and non-tensor values
 TENSOR = "__tensor__"
@@ -73,8 +73,8 @@ def load_state(path: str) -> Dict[str, Any]:
         return node
 
     try:
-        return unflatten(json.loads(metadata[TREE_KEY]))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        return unflatten(parse_json(metadata[TREE_KEY]))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{path}: its metadata does not describe its tensors ({error})") from None
 
 

@@ -4,7 +4,6 @@ import contextlib
 import csv
 import dataclasses
 import glob
-import json
 import logging
 import os
 import shutil
@@ -19,7 +18,7 @@ from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
-                     resolve_checkpoint)
+                     read_json, resolve_checkpoint)
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
@@ -246,9 +245,8 @@ def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EM
                           f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
                           f"--overwrite or another output_dir, or pass --resume-anyway")
     try:
-        with open(os.path.join(directory, TRAINER_STATE), encoding="utf-8") as handle:
-            progress = Progress(**json.load(handle))
-    except (OSError, ValueError, TypeError, RecursionError) as error:
+        progress = Progress(**read_json(os.path.join(directory, TRAINER_STATE)))
+    except (OSError, ValueError, TypeError) as error:
         raise CheckpointError(f"{directory}: cannot resume, the trainer state is missing or corrupted ({error}); "
                               f"start without --resume") from None
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
