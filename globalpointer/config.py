@@ -166,10 +166,10 @@ class TrainConfig:
     rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
                               "weighs the symmetric KL between the two passes' span probabilities; 0: off",
                               bounds=NON_NEGATIVE)
-    boundary_smoothing: float = _opt(0.0, "boundary smoothing (span heads; Zhu and Li, 2022): this share of each "
-                                          "entity's target goes to the spans a token or so off its boundaries "
-                                          "(train.boundary_smoothing_size), softening the loss where annotators "
-                                          "disagree; 0: off", bounds=FRACTION)
+    boundary_smoothing: float = _opt(0.0, "boundary smoothing (span heads; after Zhu and Li, 2022): the spans a "
+                                          "token or so off an entity's boundaries (train.boundary_smoothing_size) "
+                                          "share this target, softening the loss where annotators disagree; 0: off",
+                                     bounds=FRACTION)
     boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
                                            "boundary moves away (start and end together)", bounds=POSITIVE)
 

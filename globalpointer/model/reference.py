@@ -139,9 +139,9 @@ def soft_multilabel_cross_entropy(scores: np.ndarray, targets: np.ndarray, cells
 
 def boundary_smoothed_targets(gold: np.ndarray, cells: np.ndarray, num_types: int, epsilon: float,
                               size: int) -> np.ndarray:
-    """Boundary smoothing's targets ``[batch, types, L, L]``, cell by cell over each plane: a gold
-    span keeps 1 - epsilon; for each d = 1..size the open ``cells`` at Manhattan distance d from it
-    share epsilon / size (none open: it stays with the gold span); targets add up, capped at 1."""
+    """Boundary smoothing's targets ``[batch, types, L, L]``, cell by cell over each plane: for each
+    d = 1..size the open ``cells`` at Manhattan distance d from a gold span share epsilon / size;
+    targets add up, capped at 1, and a gold span's is 1."""
     batch, length = cells.shape[0], cells.shape[-1]
     targets = np.zeros((batch, num_types, length, length))
     starts, ends = np.meshgrid(np.arange(length), np.arange(length), indexing="ij")
@@ -149,15 +149,17 @@ def boundary_smoothed_targets(gold: np.ndarray, cells: np.ndarray, num_types: in
         for kind, start, end in gold[b]:
             if kind < 0 or not cells[b, 0, start, end]:
                 continue
-            targets[b, kind, start, end] += 1 - epsilon
             distance = np.abs(starts - start) + np.abs(ends - end)
             for d in range(1, size + 1):
                 ring = (distance == d) & cells[b, 0]
                 if ring.any():
                     targets[b, kind][ring] += epsilon / size / ring.sum()
-                else:
-                    targets[b, kind, start, end] += epsilon / size
-    return np.minimum(targets, 1.0)
+    targets = np.minimum(targets, 1.0)
+    for b in range(batch):
+        for kind, start, end in gold[b]:
+            if kind >= 0 and cells[b, 0, start, end]:
+                targets[b, kind, start, end] = 1.0
+    return targets
 
 
 def decode_spans(logits: np.ndarray, mask: np.ndarray, threshold: Threshold = 0.0) -> List[List[TokenSpan]]:
