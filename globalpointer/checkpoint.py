@@ -21,7 +21,7 @@ from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load
                      override_text, with_overrides, yaml_scalar)
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
-                    contains, locate_model, partial_directory, read_json, swap_in_directory)
+                    contains, locate_model, partial_directory, read_export_info, read_json, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -420,6 +420,7 @@ class ModelDirectory:
     info: dict  # checkpoint.json
     architecture: dict  # config.json: the encoder's
     tokenizer: object
+    export_info: dict  # an export's export.json as read (empty for a checkpoint)
 
     @property
     def export(self) -> bool:
@@ -448,6 +449,7 @@ def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     if isinstance(model, ModelDirectory):
         return model
     path, kind = locate_model(model)
+    export_info = read_export_info(path) if kind == "export" else {}
     _check_files(path, (WEIGHTS,) + METADATA_FILES if kind == "checkpoint" else METADATA_FILES)
     record, trained_for, info = _read_record(path)
     architecture = _read_architecture(path)
@@ -458,7 +460,7 @@ def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{path}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer)
+    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer, export_info)
 
 
 def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -> LoadedModel:

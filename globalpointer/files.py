@@ -275,10 +275,9 @@ EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whe
 
 
 def locate_model(model: str) -> Tuple[str, str]:
-    """(path, kind) of a model directory: an export ("export", its format version checked), or a
-    checkpoint ("checkpoint": the directory, or the copy a kill between the two renames of a save left)."""
+    """(path, kind) of a model directory: an export ("export"), or a checkpoint ("checkpoint": the
+    directory, or the copy a kill between the two renames of a save left)."""
     if is_export(model):
-        check_export_format(model)
         return model, "export"
     return resolve_checkpoint(model), "checkpoint"
 
@@ -287,16 +286,18 @@ def is_export(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, EXPORT_PROGRAM))
 
 
-def check_export_format(directory: str) -> None:
-    """An export written by a later version (its export.json's format_version) is refused; a missing or
-    unreadable export.json is no error (the program says what it reads: ``program_input_dtype``)."""
+def read_export_info(directory: str) -> dict:
+    """An export's export.json (empty where it is missing or unreadable: the program then says what
+    it reads, ``backends.program_input_dtype``); one written by a later version is refused."""
     path = os.path.join(directory, EXPORT_INFO)
     try:
         info = read_json(path)
     except (OSError, ValueError):
-        return
-    if isinstance(info, dict):
-        check_format_version(path, info)
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    check_format_version(path, info)
+    return info
 
 
 def resolve_checkpoint(directory: str) -> str:

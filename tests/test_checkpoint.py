@@ -284,3 +284,23 @@ def test_every_other_json_a_model_directory_holds_is_read_within_the_parsers_dep
               metadata={TREE_KEY: '{"a": ' * 50000 + "1" + "}" * 50000})
     with pytest.raises(CheckpointError, match="its metadata does not describe its tensors"):
         load_state(str(tmp_path / "deep.safetensors"))
+
+
+@pytest.mark.parametrize("backend", ["paddle-inference", "onnxruntime"])
+def test_load_and_a_first_call_open_every_file_of_an_export_once(checkpoint_copy, tmp_path, backend):
+    """An export's files too: export.json read once (whether it packs texts, with its format version),
+    and the program left to the backend's own loader (it was parsed a second time for its input dtype)."""
+    import globalpointer
+    from globalpointer.deploy.export import export_checkpoint
+
+    export = tmp_path / "export"
+    export_checkpoint(str(checkpoint_copy), str(export), onnx=backend == "onnxruntime")
+    OPENED[:] = [str(export) + os.sep]
+    try:
+        ner = globalpointer.load(str(export), backend=backend)
+        ner("北京大学的张三")
+    finally:
+        opened, OPENED[:] = OPENED[1:], []
+    assert ner.backend == backend and ner.extractor.pack_texts
+    assert sorted(set(opened)) == sorted(opened), opened
+    assert "export.json" in opened and "inference.json" not in opened

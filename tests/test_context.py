@@ -64,9 +64,16 @@ def test_a_model_with_context_layers_trains_loads_and_exports(tmp_path, context)
     export_checkpoint(str(best), str(tmp_path / "export"), onnx=True)
     texts = [line for line in (tmp_path / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:20]]
     texts = [__import__("json").loads(line)["text"] for line in texts]
-    dynamic = globalpointer.load(str(best), backend="dynamic").pipe(texts)
+    checkpoint = globalpointer.load(str(best), backend="dynamic")
+    dynamic = checkpoint.pipe(texts)
     expected = [[(e["start"], e["end"], e["type"]) for e in found] for found in dynamic]
     assert any(expected)
-    for backend in ("paddle-inference", "onnxruntime"):
-        found = globalpointer.load(str(tmp_path / "export"), backend=backend).pipe(texts)
+    # a BiLSTM reads a row end to end: its export, like its checkpoint, keeps each text to a row of its own
+    assert checkpoint.extractor.pack_texts == (context == "transformer")
+    from globalpointer.model.backends import openvino_available
+
+    for backend in ("paddle-inference", "onnxruntime") + (("openvino",) if openvino_available() else ()):
+        exported = globalpointer.load(str(tmp_path / "export"), backend=backend)
+        assert exported.extractor.pack_texts == checkpoint.extractor.pack_texts, backend
+        found = exported.pipe(texts)
         assert [[(e["start"], e["end"], e["type"]) for e in f] for f in found] == expected, backend

@@ -94,16 +94,17 @@ def program_input_dtype(program: str, name: str) -> str:
 
 
 class _ExportedModel:
-    """Whether an export reads rows of several texts is read off its program, once loaded: its
-    span_text numbers the texts of a row (int64); exports of earlier versions take a bool span_text,
-    one text per row.  It reads and returns numpy arrays: a round trip through Paddle tensors took
-    2% of INT8 prediction."""
+    """An export reads rows of several texts where its program's span_text numbers the texts of a row
+    (int64; exports of earlier versions take a bool span_text, one text per row) and its export.json
+    does not say otherwise (``packs_texts``: false for a network that would read across the texts of a
+    row, such as a BiLSTM context).  It reads and returns numpy arrays: a round trip through Paddle
+    tensors took 2% of INT8 prediction."""
     reads_arrays = True
 
-    def __init__(self, tril_mask: bool, packs_texts: bool):
+    def __init__(self, tril_mask: bool, numbers_texts: bool, packs_texts: Optional[bool] = None):
         self.tril_mask = tril_mask
-        self.packs_texts = packs_texts
-        self.input_dtypes = ["int64", "int64", "int64" if packs_texts else "bool"]
+        self.packs_texts = numbers_texts and packs_texts is not False
+        self.input_dtypes = ["int64", "int64", "int64" if numbers_texts else "bool"]
 
     def feed(self, *inputs) -> List[np.ndarray]:
         return [np.ascontiguousarray(np.asarray(value).astype(dtype, copy=False))
@@ -117,7 +118,7 @@ class PaddleInferenceModel(_ExportedModel):
     """A Paddle Inference predictor over ``inference.json`` + ``inference.pdiparams``."""
 
     def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
-                 precision: str = "float32", tensorrt: bool = False):
+                 precision: str = "float32", tensorrt: bool = False, packs_texts: Optional[bool] = None):
         from paddle import inference
 
         settings = paddle_inference_settings(device, precision, tensorrt)
@@ -143,8 +144,11 @@ class PaddleInferenceModel(_ExportedModel):
             self.predictor = inference.create_predictor(config)
         except Exception as error:  # a corrupted program or parameter file fails inside the C++ loader
             raise CheckpointError(f"{directory}: cannot load the exported model ({error})") from None
-        super().__init__(tril_mask, program_input_dtype(os.path.join(directory, PROGRAM),
-                                                        self.predictor.get_input_names()[2]) == "int64")
+        # an export.json that says whether the export packs texts was written with an int64 span_text:
+        # the program (read by Paddle's loader already) is parsed here only for exports without one
+        numbers_texts = packs_texts is not None or program_input_dtype(
+            os.path.join(directory, PROGRAM), self.predictor.get_input_names()[2]) == "int64"
+        super().__init__(tril_mask, numbers_texts, packs_texts)
 
     def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
         for name, array in zip(self.predictor.get_input_names(), self.feed(input_ids, token_text, span_text)):
@@ -159,7 +163,7 @@ class OnnxModel(_ExportedModel):
     """An ONNX Runtime session over ``model.onnx``, all graph optimisations on."""
 
     def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
-                 filename: str = ONNX):
+                 filename: str = ONNX, packs_texts: Optional[bool] = None):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -174,7 +178,7 @@ class OnnxModel(_ExportedModel):
         except Exception as error:  # onnxruntime raises its own exception types for broken files
             raise CheckpointError(f"{directory}/{filename}: cannot load the ONNX model ({error})") from None
         self.input_names = [item.name for item in self.session.get_inputs()]
-        super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)")
+        super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)", packs_texts)
 
     def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
         return self.session.run(None, dict(zip(self.input_names, self.feed(input_ids, token_text, span_text))))[0]
@@ -185,7 +189,7 @@ class OpenVinoModel(_ExportedModel):
     export) or ``model.onnx``.  The float32 parts run in float32 even where the CPU offers bfloat16."""
 
     def __init__(self, directory: str, tril_mask: bool, threads: int = 1, device: str = "cpu",
-                 filename: str = OPENVINO_INT8):
+                 filename: str = OPENVINO_INT8, packs_texts: Optional[bool] = None):
         import openvino
 
         try:
@@ -197,7 +201,7 @@ class OpenVinoModel(_ExportedModel):
         self.input_names = [port.get_any_name() for port in self.compiled.inputs]
         # a request per thread: a request is not safe across threads, and making one per pass cost 5% of INT8's time
         self.requests = threading.local()
-        super().__init__(tril_mask, self.compiled.inputs[2].get_element_type() == openvino.Type.i64)
+        super().__init__(tril_mask, self.compiled.inputs[2].get_element_type() == openvino.Type.i64, packs_texts)
 
     def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
         if not hasattr(self.requests, "request"):
@@ -224,19 +228,25 @@ def _dynamic(directory: str, settings: Settings):
                         opened.architecture)[0]
 
 
+def _recorded_packing(settings: Settings) -> Optional[bool]:
+    """What the export's export.json says of packing texts (None: it does not say)."""
+    recorded = settings.opened.export_info.get("packs_texts")
+    return recorded if isinstance(recorded, bool) else None
+
+
 def _paddle_inference(directory: str, settings: Settings):
     return PaddleInferenceModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                                settings.precision, settings.tensorrt)
+                                settings.precision, settings.tensorrt, _recorded_packing(settings))
 
 
 def _onnxruntime(directory: str, settings: Settings):
     return OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                     model_files("onnxruntime", settings.precision)[0])
+                     model_files("onnxruntime", settings.precision)[0], _recorded_packing(settings))
 
 
 def _openvino(directory: str, settings: Settings):
     return OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                         model_files("openvino", settings.precision)[0])
+                         model_files("openvino", settings.precision)[0], _recorded_packing(settings))
 
 
 def _always() -> bool:
