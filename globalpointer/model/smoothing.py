@@ -8,7 +8,7 @@ The gold span itself keeps a target of 1.  In the paper every span's types and "
 softmax, so the neighbours' share must come out of the gold span's and decoding takes the argmax;
 here every cell is scored on its own against a fixed score, and a gold target of 1 - epsilon holds
 the gold span's score near that line (Su's soft loss settles where sigmoid(2s) = t): measured on
-1,000 CLUENER texts, 3 seeds, that form lost recall and 6 to 11 F1 (docs/results.md).
+1,000 CLUENER texts, that form lost 8.8 F1 over 3 seeds, most of it recall (docs/results.md).
 
 Computed on the host from a batch's gold rows and ``span_text`` (which cells are open: the span mask's
 rule, ``masks.span_mask_at``), before the loss: a handful of cells per entity, not a ``[types, L, L]``
