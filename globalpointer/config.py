@@ -166,10 +166,12 @@ class TrainConfig:
     rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
                               "weighs the symmetric KL between the two passes' span probabilities; 0: off",
                               bounds=NON_NEGATIVE)
-    boundary_smoothing: float = _opt(0.0, "boundary smoothing (span heads; after Zhu and Li, 2022): the spans a "
+    boundary_smoothing: float = _opt(0.2, "boundary smoothing (span heads; a token tagger has no span targets and "
+                                          "trains without it; after Zhu and Li, 2022): the spans a "
                                           "token or so off an entity's boundaries (train.boundary_smoothing_size) "
-                                          "share this target, softening the loss where annotators disagree; 0: off",
-                                     bounds=FRACTION)
+                                          "share this target, softening the loss where annotators disagree: +1.05 "
+                                          "and +1.43 F1 on 1,000-text slices of CLUENER and CoNLL-2003, 3 seeds "
+                                          "(docs/results.md); 0: off", bounds=FRACTION)
     boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
                                            "boundary moves away (start and end together)", bounds=POSITIVE)
 
@@ -594,12 +596,10 @@ def validate(config: RunConfig) -> None:
                           f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
     if config.model.head_size % 2:
         raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
-    span_only = [key for key in ("rdrop_alpha", "boundary_smoothing") if getattr(config.train, key)]
-    if span_only:
+    if config.train.rdrop_alpha:
         from .model.heads import check_span_head
 
-        for key in span_only:
-            check_span_head(config.model.head, f"train.{key}")
+        check_span_head(config.model.head, "train.rdrop_alpha")
     if len(set(config.data.labels)) != len(config.data.labels):
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
     if any(not label.strip() for label in config.data.labels):

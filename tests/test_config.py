@@ -43,7 +43,6 @@ def test_yaml_then_overrides(tmp_path):
     ("model.head_size=63", "even"),
     ("train.rdrop_alpha=-1", "train.rdrop_alpha must be >= 0, got -1"),
     ("model.head=crf_tagger,train.rdrop_alpha=1", "train.rdrop_alpha needs a span head"),
-    ("model.head=softmax_tagger,train.boundary_smoothing=0.1", "train.boundary_smoothing needs a span head"),
     ("train.boundary_smoothing=1", "train.boundary_smoothing must be >= 0 and < 1, got 1.0"),
     ("train.boundary_smoothing_size=0", "train.boundary_smoothing_size must be > 0, got 0"),
     ("train", "expected KEY=VALUE"),

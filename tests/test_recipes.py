@@ -232,3 +232,14 @@ def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path,
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["best_dev_f1"] > 0.5
     assert len(seen) >= summary["steps"] and set(seen) == {(0.2, 2)}
+
+
+def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
+    """Smoothing is a default of the span heads' loss: choosing a tagger head is no error, and the
+    tagger's loss gets no soft targets."""
+    from globalpointer.cli import train_main
+    from globalpointer.training import step
+
+    monkeypatch.setattr(step, "smoothed_targets", lambda *args: pytest.fail("a tagger has no span targets"))
+    config = tiny_config(tmp_path, train__epochs=1, train__boundary_smoothing=0.2, model__head="softmax_tagger")
+    assert train_main(["--config", config]) == 0

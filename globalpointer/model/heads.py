@@ -39,6 +39,7 @@ def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mas
 
 class _SpanHead(nn.Layer):
     packs_texts = True  # its span mask keeps each text of a row to itself
+    smooths_boundaries = True  # its loss takes soft span targets (train.boundary_smoothing)
 
     def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool, loss: str = "sparse"):
         super().__init__()

@@ -54,6 +54,7 @@ def tags_to_token_spans(tags: List[int], probabilities: np.ndarray, offset: int 
 
 class TokenTagger(nn.Layer):
     packs_texts = False  # one text per row: tags (and a CRF's transitions) would run across texts
+    smooths_boundaries = False  # a tag per token: no span targets to smooth (train.boundary_smoothing)
 
     def __init__(self, hidden_size: int, num_types: int, crf: bool = False):
         super().__init__()
@@ -74,7 +75,7 @@ class TokenTagger(nn.Layer):
     def loss(self, emissions: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor, planes=None, soft=None):
         if planes is not None:  # training refuses such data first (training/loop.py)
             raise ValueError("a token tagger learns every type at every token; it cannot leave types out")
-        if soft is not None:  # the config refuses it first (config.validate)
+        if soft is not None:  # the loop passes none (smooths_boundaries)
             raise ValueError("a token tagger has no span targets to smooth")
         tags, dropped = gold_to_tags(gold.numpy(), emissions.shape[1])
         emissions, mask = self._text_part(emissions, span_text)

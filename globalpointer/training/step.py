@@ -112,7 +112,7 @@ class Stepper:
         inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
         planes = paddle.to_tensor(batch["annotated"]) if "annotated" in batch else None
         soft = None
-        if self.train.boundary_smoothing:
+        if self.train.boundary_smoothing and self.network.head.smooths_boundaries:
             soft = tuple(paddle.to_tensor(part) for part in smoothed_targets(
                 batch["gold"], batch["span_text"], self.network.head.tril_mask, self.train.boundary_smoothing,
                 self.train.boundary_smoothing_size))
