@@ -340,10 +340,10 @@ def compiled_program(model: "ModelDirectory") -> Optional[CompiledProgram]:
     return CompiledProgram(os.path.join(root, model.digest[:32]), model.digest)
 
 
-def verified_program(entry: CompiledProgram) -> Optional[str]:
-    """The entry's directory if it holds a program compiled from the checkpoint of ``entry.digest``,
-    with every file it recorded at its recorded size; otherwise None, and an entry that is there but
-    foreign or damaged is removed with a warning (it is rebuilt on the next compile)."""
+def verified_program(entry: CompiledProgram) -> Optional[dict]:
+    """The entry's export.json if the entry holds a program compiled from the checkpoint of
+    ``entry.digest``, with every file it recorded at its recorded size; otherwise None, and an entry
+    that is there but foreign or damaged is removed with a warning (it is rebuilt on the next compile)."""
     if not os.path.lexists(entry.directory):
         return None
     info_path = os.path.join(entry.directory, EXPORT_INFO)
@@ -360,7 +360,7 @@ def verified_program(entry: CompiledProgram) -> Optional[str]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         problem = f"its {EXPORT_INFO} cannot be read ({error.__class__.__name__})"
     if problem is None:
-        return entry.directory
+        return info
     drop_compiled(entry.directory, problem)
     return None
 
@@ -387,16 +387,18 @@ def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> O
     """(backend, network) of the program compiled from the checkpoint ``opened`` when the cache holds
     one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
     with a warning, and the checkpoint runs itself)."""
-    from .model.backends import BACKENDS
+    from .model.backends import BACKENDS, recorded_packing
 
     if not runs_compiled(opened, config):
         return None
     entry = compiled_program(opened)
-    program_directory = entry and verified_program(entry)
-    if not program_directory:
+    program_info = entry and verified_program(entry)
+    if not program_info:
         return None
-    try:
-        network = BACKENDS["paddle-inference"].build(program_directory, settings)
+    program_directory = entry.directory
+    try:  # the program's export.json, not the checkpoint's, says whether it packs texts
+        network = BACKENDS["paddle-inference"].build(program_directory,
+                                                     settings._replace(packs_texts=recorded_packing(program_info)))
     except Exception as error:  # Paddle's loader raises its own kinds for a damaged program
         last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
         drop_compiled(program_directory, f"it does not load: {last_line}")

@@ -9,7 +9,7 @@ from globalpointer.cli import train_main
 from globalpointer.config import ModelConfig, load_config
 from globalpointer.data.batching import collate, collate_rows
 from globalpointer.data.features import Featurizer
-from globalpointer.deploy.export import export_checkpoint
+from globalpointer.deploy.export import compile_if_it_pays, export_checkpoint
 from globalpointer.model.encoders import build_tiny
 from globalpointer.model.network import build_network, model_inputs
 from globalpointer.training.step import build_optimizer
@@ -57,7 +57,7 @@ def test_context_layers_learn_at_the_heads_rate():
 
 
 @pytest.mark.parametrize("context", ["transformer", "bilstm"])
-def test_a_model_with_context_layers_trains_loads_and_exports(tmp_path, context):
+def test_a_model_with_context_layers_trains_loads_and_exports(tmp_path, monkeypatch, context):
     """Train, load, export (Paddle Inference and ONNX): the same entities from every backend."""
     assert train_main(["--config", tiny_config(tmp_path, model__context=context, train__epochs=2)]) == 0
     best = tmp_path / "run" / "best"
@@ -77,3 +77,9 @@ def test_a_model_with_context_layers_trains_loads_and_exports(tmp_path, context)
         assert exported.extractor.pack_texts == checkpoint.extractor.pack_texts, backend
         found = exported.pipe(texts)
         assert [[(e["start"], e["end"], e["type"]) for e in f] for f in found] == expected, backend
+    # and the program compiled from the checkpoint for a long input, which runs in its place
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    compile_if_it_pays(str(best), [], None, lines=10 ** 6)
+    compiled = globalpointer.load(str(best))
+    assert compiled.backend == "paddle-inference"
+    assert compiled.extractor.pack_texts == checkpoint.extractor.pack_texts

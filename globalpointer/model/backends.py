@@ -220,6 +220,7 @@ class Settings(NamedTuple):
     device: str
     precision: str
     tensorrt: bool
+    packs_texts: Optional[bool] = None  # what the program's export.json says (``recorded_packing``); None: silent
 
 
 def _dynamic(directory: str, settings: Settings):
@@ -228,25 +229,26 @@ def _dynamic(directory: str, settings: Settings):
                         opened.architecture)[0]
 
 
-def _recorded_packing(settings: Settings) -> Optional[bool]:
-    """What the export's export.json says of packing texts (None: it does not say)."""
-    recorded = settings.opened.export_info.get("packs_texts")
+def recorded_packing(export_info: dict) -> Optional[bool]:
+    """What an export.json (an export's, or a compiled program's) says of packing texts (None: it
+    does not say, and the program's inputs decide)."""
+    recorded = export_info.get("packs_texts")
     return recorded if isinstance(recorded, bool) else None
 
 
 def _paddle_inference(directory: str, settings: Settings):
     return PaddleInferenceModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                                settings.precision, settings.tensorrt, _recorded_packing(settings))
+                                settings.precision, settings.tensorrt, settings.packs_texts)
 
 
 def _onnxruntime(directory: str, settings: Settings):
     return OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                     model_files("onnxruntime", settings.precision)[0], _recorded_packing(settings))
+                     model_files("onnxruntime", settings.precision)[0], settings.packs_texts)
 
 
 def _openvino(directory: str, settings: Settings):
     return OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                         model_files("openvino", settings.precision)[0], _recorded_packing(settings))
+                         model_files("openvino", settings.precision)[0], settings.packs_texts)
 
 
 def _always() -> bool:
