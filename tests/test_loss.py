@@ -178,15 +178,15 @@ def test_the_soft_loss_is_the_hard_one_to_the_bit_for_targets_of_one():
 
 
 def test_smoothing_lowers_the_loss_of_scores_that_put_a_little_on_the_neighbours():
-    """What it is for: with smoothing, a neighbour of a gold span scored near the gold span's score
-    costs less than with hard targets, and a far cell costs the same as it does there."""
+    """What it is for: with smoothing, raising the score of a gold span's neighbour costs less than
+    with hard targets."""
     logits, mask, gold, rows, targets = smoothing_case(0, 0.2, 1)
-    hard_rows, hard = gold, paddle.to_tensor((gold[..., 0] >= 0).astype("float32"))
+    hard_rows, hard = gold, (gold[..., 0] >= 0).astype("float32")
 
     def loss(scores, which):
         r, t = which
         return float(sparse_span_loss(paddle.to_tensor(scores), paddle.to_tensor(r), paddle.to_tensor(mask),
-                                      targets=paddle.to_tensor(t) if not isinstance(t, paddle.Tensor) else t))
+                                      targets=paddle.to_tensor(t)))
 
     kind, start, end = gold[0, 2]  # (2, 1, 5): a neighbour (2, 1, 4) is open
     raised = logits.copy()
