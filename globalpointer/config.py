@@ -498,6 +498,11 @@ def absolute_paths(value: Any, folder: str) -> Any:
     return value
 
 
+# Keys added after runs were first saved whose default changes what a run does: a saved config without
+# one was trained as this value says (read back, a run of an earlier version resumes as it began).
+BEFORE_THE_KEY = {("train", "boundary_smoothing"): 0.0}
+
+
 def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Override]] = None,
                 base: Optional[Dict[str, Any]] = None, overrides_from: Optional[str] = "--set",
                 saved: bool = False) -> RunConfig:
@@ -505,14 +510,17 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
     an override's value names ``overrides_from`` and the item (None: the key alone, for callers that
     say where it came from themselves).  Relative paths in a user's file are read from its folder
     (``resolve_paths``); a file this project ``saved`` (a run's or a checkpoint's) keeps them as
-    written, and its run-time settings (``RUN_TIME_KEYS``, which older versions saved) are left to
-    their defaults and ``overrides``."""
+    written, its run-time settings (``RUN_TIME_KEYS``, which older versions saved) are left to
+    their defaults and ``overrides``, and a key it predates (``BEFORE_THE_KEY``) has its earlier value."""
     tree: Dict[str, Any] = {}
     file_tree = read_yaml(path) if path else {}
     if path and not saved:
         resolve_paths(file_tree, os.path.dirname(os.path.abspath(path)))
     for key in RUN_TIME_KEYS if saved else ():
         file_tree.pop(key, None)
+    for (section, key), value in BEFORE_THE_KEY.items() if saved else ():
+        if isinstance(file_tree.get(section), dict):
+            file_tree[section].setdefault(key, value)
     for layer in (base or {}, file_tree):
         for section, values in layer.items():
             if isinstance(values, dict) and isinstance(tree.get(section), dict):
