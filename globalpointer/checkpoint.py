@@ -19,6 +19,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load_config, override_key,
                      override_text, with_overrides, yaml_scalar)
+from .data.lexicon import Lexicon, saved_lexicon
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
                     contains, locate_model, partial_directory, read_export_info, read_json, swap_in_directory)
@@ -57,7 +58,7 @@ class TrainedFor(NamedTuple):
 # The keys of what a model is (its types, how it reads text, its network): a checkpoint's config records
 # them as trained, and no reader may change them (the weights hold them)
 MODEL_RECORD_KEYS = ("data.labels", "data.tokenization", "model.encoder", "model.head", "model.head_size",
-                     "model.rope", "model.tril_mask", "model.context", "model.context_layers")
+                     "model.rope", "model.tril_mask", "model.context", "model.context_layers", "model.lexicon")
 
 
 def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
@@ -77,11 +78,15 @@ def record_differences(record: RunConfig, config: RunConfig, keys=MODEL_RECORD_K
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,
-                     trained_for: TrainedFor, extra_state: dict = None, extra_json: dict = None) -> None:
-    """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole."""
+                     trained_for: TrainedFor, extra_state: dict = None, extra_json: dict = None,
+                     lexicon: Optional[Lexicon] = None) -> None:
+    """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole.
+    ``lexicon``: the words of ``model.lexicon`` the run read."""
     partial = partial_directory(directory)
     try:
         save_state(network.state_dict(), os.path.join(partial, WEIGHTS))
+        if lexicon is not None:
+            lexicon.save(partial)
         with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
             out.write(dump_config(config, leave_out=RUN_TIME_KEYS))
         with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
@@ -108,6 +113,7 @@ class LoadedModel(NamedTuple):
     config: RunConfig
     trained_for: TrainedFor
     directory: str
+    lexicon: Optional[Lexicon] = None
 
 
 def _check_files(directory: str, names) -> None:
@@ -423,6 +429,7 @@ class ModelDirectory:
     architecture: dict  # config.json: the encoder's
     tokenizer: object
     export_info: dict  # an export's export.json as read (empty for a checkpoint)
+    lexicon: Optional[Lexicon] = None  # the words it was trained with (model.lexicon), from LEXICON_FILE
 
     @property
     def export(self) -> bool:
@@ -462,7 +469,8 @@ def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{path}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer, export_info)
+    lexicon = saved_lexicon(path) if record.model.lexicon != "none" else None
+    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer, export_info, lexicon)
 
 
 def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -> LoadedModel:
@@ -475,4 +483,4 @@ def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -
     config = model.run_config(overrides)
     network, encoder = load_network(model.path, config.model, len(model.trained_for.labels), model.tokenizer,
                                     model.architecture)
-    return LoadedModel(network, encoder, config, model.trained_for, model.path)
+    return LoadedModel(network, encoder, config, model.trained_for, model.path, model.lexicon)

@@ -112,6 +112,9 @@ class ModelConfig:
                         "transformer (attending within each text) or bilstm (one text per row)",
                         choices=("none", "transformer", "bilstm"))
     context_layers: int = _opt(1, "number of model.context layers", bounds=POSITIVE)
+    lexicon: str = _opt("none", "Chinese lexicon features: each token learns what dictionary words it begins, "
+                        "continues or ends (after SoftLexicon); jieba (its dictionary), a word list's path (a word "
+                        "a line), or none.  The model directory keeps the words")
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
@@ -479,6 +482,16 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
     if isinstance(encoder, str) and encoder and not os.path.isabs(encoder) and \
             os.path.isdir(os.path.join(folder, encoder)):
         model["encoder"] = os.path.normpath(os.path.join(folder, encoder))
+    if isinstance(model, dict) and "lexicon" in model:
+        model["lexicon"] = lexicon_path(model["lexicon"], folder)
+
+
+def lexicon_path(value: Any, folder: str) -> Any:
+    """``model.lexicon`` with a word list's relative path read from ``folder`` (``none`` and ``jieba``
+    name no file)."""
+    if isinstance(value, str) and value.strip() and value not in ("none", "jieba"):
+        return absolute_paths(value, folder)
+    return value
 
 
 def absolute_paths(value: Any, folder: str) -> Any:
@@ -534,6 +547,8 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
             raise ConfigError(f"--set {override_text(item)}: {min_score_hint(value)}")
         if ".".join(keys) in PATH_KEYS:  # PATH_RULE: from the current folder, so a saved config means the same
             value = absolute_paths(value, os.getcwd())
+        elif keys == ["model", "lexicon"]:
+            value = lexicon_path(value, os.getcwd())
         _set_nested(tree, keys, value)
         set_by[".".join(keys)] = override_text(item)
     where = f" (in {path})" if path else ""

@@ -50,6 +50,7 @@ OPENVINO_MISSING = ("--openvino-calibration needs OpenVINO and NNCF: pip install
 # took a bool span_text and one text per row, and still run that way (backends: the program's input type)
 INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_text"),
               InputSpec([None, None], "int64", "span_text")]
+LEXICON_SPEC = InputSpec([None, None], "int64", "lexicon")  # a model with model.lexicon takes its codes too
 
 
 def paddle_writes_exports() -> bool:
@@ -69,7 +70,8 @@ def check_paddle_exports() -> None:
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
-    static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
+    spec = INPUT_SPEC + ([LEXICON_SPEC] if getattr(model, "lexicon", None) is not None else [])
+    static = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
     with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
         paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
 

@@ -178,6 +178,6 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
              " (model.decode auto: no training text had overlapping ones)"
              if config.model.decode == "auto" and decode == "flat" else "")
     featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
-                                config.data.window_overlap)
+                                config.data.window_overlap, opened.lexicon)
     extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size)
     return Pipeline(extractor, opened, config, runtime, chosen)

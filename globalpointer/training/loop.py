@@ -4,6 +4,7 @@ the step (micro-batches, recipes, the update), run.py the run directory, progres
 import contextlib
 import logging
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
@@ -18,6 +19,7 @@ from ..config import RunConfig, flatten_config, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
+from ..data.lexicon import LEXICON_FILE, Lexicon, saved_lexicon, training_lexicon
 from ..data.sources import annotated_planes, check_declared, source_paths, sources_name
 from ..errors import ConfigError
 from ..evaluation.evaluate import evaluate_records, labelled_records
@@ -126,7 +128,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
-    featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
+    featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap,
+                                run_lexicon(config, start, resume))
     trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records),
                              on_word_boundaries(train_records))
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
@@ -145,7 +148,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * train.epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu)
-    run = RunDirectory(config, trained_for, encoder, runtime)
+    run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
     progress = restore(run.last, config, network, optimizer, stepper.ema, resume_anyway) if resume else Progress()
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
@@ -190,6 +193,19 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
              ", ".join(added) or "none")
     return start.encoder, start, known + added
+
+
+def run_lexicon(config: RunConfig, start: Optional[LoadedModel], resume: bool) -> Optional[Lexicon]:
+    """The words of ``model.lexicon`` a run reads: those the model it starts from or resumes was
+    trained with, else the word list the config names (None: no lexicon)."""
+    if config.model.lexicon == "none":
+        return None
+    if start is not None:
+        return start.lexicon
+    last = os.path.join(config.output_dir, "last")
+    if resume and os.path.isfile(os.path.join(last, LEXICON_FILE)):
+        return saved_lexicon(last)
+    return training_lexicon(config.model.lexicon)
 
 
 def warn_untaught(trained: List[str], planes: np.ndarray, head: str) -> None:

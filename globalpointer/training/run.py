@@ -196,8 +196,9 @@ class RunDirectory:
     """Everything a run writes into ``output_dir``: checkpoints, metrics.csv and reports.  Only the
     main process writes; every write is atomic."""
 
-    def __init__(self, config: RunConfig, trained_for: TrainedFor, encoder, runtime: Runtime):
+    def __init__(self, config: RunConfig, trained_for: TrainedFor, encoder, runtime: Runtime, lexicon=None):
         self.config, self.trained_for, self.encoder, self.runtime = config, trained_for, encoder, runtime
+        self.lexicon = lexicon  # model.lexicon's words, saved in every checkpoint
         self.path = config.output_dir
         self.last, self.best = os.path.join(self.path, "last"), os.path.join(self.path, "best")
         self.metrics = os.path.join(self.path, "metrics.csv")
@@ -211,7 +212,7 @@ class RunDirectory:
         if self.runtime.is_main:
             state = {OPTIMIZER_STATE: optimizer.state_dict(), **({EMA_STATE: ema.state_dict()} if ema else {})}
             write_checkpoint(self.last, model, self.encoder, self.config, self.trained_for, extra_state=state,
-                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
+                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)}, lexicon=self.lexicon)
 
     def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
                        improved: bool, steps_per_epoch: int, f1_without_average: Optional[float]) -> None:
@@ -224,7 +225,7 @@ class RunDirectory:
             "f1_without_average": None if f1_without_average is None else round(f1_without_average, 6),
             "seconds": round(progress.seconds, 1), "windows_per_second": round(progress.windows_per_second(), 2)})
         if improved:
-            write_checkpoint(self.best, model, self.encoder, self.config, self.trained_for)
+            write_checkpoint(self.best, model, self.encoder, self.config, self.trained_for, lexicon=self.lexicon)
             if report:
                 atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
         if report:

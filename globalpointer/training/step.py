@@ -52,7 +52,7 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     # The schedule is a factor from 0 to 1; each group's rate multiplies it, so either may be 0
     # (e.g. lr 0 freezes the encoder while the head trains at head_lr).
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
-    head_ids = {id(p) for p in model.fresh_parameters()}  # the head's and the context layers': head_lr
+    head_ids = {id(p) for p in model.fresh_parameters()}  # the fresh weights (head, context, lexicon): head_lr
     # parameter name -> its group's rate
     rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids], train.lr,
                         train.layer_lr_decay)
