@@ -97,11 +97,11 @@ def test_a_word_lists_relative_path_is_read_from_the_configs_folder(tmp_path, mo
 
 @pytest.fixture(scope="module")
 def lexicon_run(tmp_path_factory):
-    """A tiny model trained with a word list, and its export."""
+    """A tiny model trained with a word list, and its export (float32 and INT8)."""
     folder = tmp_path_factory.mktemp("lexicon")
     (folder / "words.txt").write_text("".join(f"{word} 3 n\n" for word in WORDS), encoding="utf-8")
     assert train_main(["--config", tiny_config(folder, model__lexicon="words.txt", train__epochs=2)]) == 0
-    export_checkpoint(str(folder / "run" / "best"), str(folder / "export"), onnx=True)
+    export_checkpoint(str(folder / "run" / "best"), str(folder / "export"), quantize="int8")
     return folder
 
 
@@ -123,9 +123,10 @@ def test_a_model_keeps_its_words_and_every_backend_reads_them(lexicon_run):
     texts = dev_texts(lexicon_run)
     expected = spans(globalpointer.load(str(best), backend="dynamic").pipe(texts))
     assert any(expected)
-    for backend in ("paddle-inference", "onnxruntime"):
-        exported = globalpointer.load(str(lexicon_run / "export"), backend=backend)
-        assert spans(exported.pipe(texts)) == expected, backend
+    for backend, precision in (("paddle-inference", "float32"), ("onnxruntime", "float32"), ("onnxruntime", "int8")):
+        exported = globalpointer.load(str(lexicon_run / "export"), [("inference.precision", precision)],
+                                      backend=backend)
+        assert spans(exported.pipe(texts)) == expected, (backend, precision)
 
 
 def test_the_codes_change_what_the_model_scores(lexicon_run):
