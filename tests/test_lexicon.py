@@ -14,7 +14,7 @@ from globalpointer.cli import train_main
 from globalpointer.config import load_config
 from globalpointer.data.lexicon import (LENGTHS, LEXICON_CODES, LEXICON_FILE, MAX_WORD, Lexicon, jieba_dictionary,
                                         role_code, training_lexicon)
-from globalpointer.deploy.export import export_checkpoint
+from globalpointer.deploy.export import compile_if_it_pays, export_checkpoint
 from globalpointer.errors import CheckpointError, ConfigError
 from synthetic import tiny_config
 
@@ -127,6 +127,17 @@ def test_a_model_keeps_its_words_and_every_backend_reads_them(lexicon_run):
         exported = globalpointer.load(str(lexicon_run / "export"), [("inference.precision", precision)],
                                       backend=backend)
         assert spans(exported.pipe(texts)) == expected, (backend, precision)
+
+
+def test_the_program_compiled_from_a_lexicon_model_reads_its_codes(lexicon_run, tmp_path, monkeypatch):
+    best = str(lexicon_run / "run" / "best")
+    texts = dev_texts(lexicon_run)
+    expected = spans(globalpointer.load(best, backend="dynamic").pipe(texts))
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    compile_if_it_pays(best, [], None, lines=10 ** 6)
+    compiled = globalpointer.load(best)
+    assert compiled.backend == "paddle-inference"
+    assert spans(compiled.pipe(texts)) == expected
 
 
 def test_the_codes_change_what_the_model_scores(lexicon_run):
