@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from globalpointer.data.readers import detect_format, read_records, read_text
+from globalpointer.data.readers import detect_format, read_records
+from globalpointer.data.reading import read_text
 from globalpointer.errors import DataError
 from globalpointer.inference.label_studio import labeling_config
 from globalpointer.inference.file_prediction import PredictionWriter, predict_stream

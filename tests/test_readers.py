@@ -5,7 +5,8 @@ import logging
 import pytest
 
 from globalpointer.cli import main as cli
-from globalpointer.data.readers import detect_format, read_records, read_text, write_jsonl_records
+from globalpointer.data.readers import detect_format, read_records, write_jsonl_records
+from globalpointer.data.reading import read_text
 from globalpointer.data.tags import tags_to_spans
 from globalpointer.errors import DataError
 from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
@@ -185,15 +186,15 @@ def test_a_full_width_space_is_a_token_not_a_separator(tmp_path):
 def test_a_zip_member_is_unpacked_only_up_to_its_bound(tmp_path, monkeypatch):
     import zipfile
 
-    from globalpointer.data import readers
+    from globalpointer.data import reading
 
     path = tmp_path / "export.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("all.jsonl", json.dumps({"text": "张三", "label": []}) + "\n" + " " * 50000)
-    monkeypatch.setattr(readers, "MAX_UNZIPPED_BYTES", 10000)
+    monkeypatch.setattr(reading, "MAX_UNZIPPED_BYTES", 10000)
     with pytest.raises(DataError, match="all.jsonl unpacks to more than 10000 bytes; unzip it yourself"):
         read_records(str(path))
-    monkeypatch.setattr(readers, "MAX_UNZIPPED_BYTES", 60000)
+    monkeypatch.setattr(reading, "MAX_UNZIPPED_BYTES", 60000)
     assert [r.text for r in read_records(str(path))] == ["张三"]
 
 
@@ -338,7 +339,7 @@ def test_jsonl_with_a_byte_order_mark_keeps_its_fields():
 def test_a_json_format_is_one_entry_in_its_table(tmp_path, monkeypatch):
     """A new JSON format (here spans as [start, end, type] under "spans") is its JsonFormat alone:
     read, recognised among the others, and its entity key guarded in the other formats' files."""
-    from globalpointer.data.readers import JSON_FORMATS, JsonFormat
+    from globalpointer.data.json_formats import JSON_FORMATS, JsonFormat
 
     def parse_spans(obj, where):
         return Record(obj["text"], [Entity(s, e, t) for s, e, t in obj["spans"]], where)

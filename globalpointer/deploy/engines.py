@@ -53,7 +53,7 @@ def missing(value) -> bool:
 def check_column(texts, column: str) -> None:
     """Every value of the text column is a text or missing; else a ValueError naming the column, the row
     of the batch and what would fix it (a lone surrogate cannot be tokenized nor written back)."""
-    from ..data.readers import lone_surrogate_at
+    from ..data.reading import lone_surrogate_at
 
     for row, text in enumerate(texts):
         if missing(text):

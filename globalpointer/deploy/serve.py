@@ -35,7 +35,7 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
     descriptions."""
     from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-    from ..data.readers import lone_surrogate_at
+    from ..data.reading import lone_surrogate_at
     from ..model.backends import BACKENDS
 
     class ExtractRequest(BaseModel):

@@ -16,7 +16,7 @@ import logging
 from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ..config import RunConfig, key_help, load_config, min_score_hint
-from ..data.readers import lone_surrogate_at
+from ..data.reading import lone_surrogate_at
 from ..errors import ConfigError
 from ..runtime import Runtime
 from ..spans import Record
