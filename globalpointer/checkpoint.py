@@ -389,11 +389,18 @@ def runs_compiled(opened: "ModelDirectory", config: RunConfig) -> bool:
             and network_settings(config) == network_settings(opened.record))
 
 
+def recorded_packing(export_info: dict) -> Optional[bool]:
+    """What an export.json (an export's, or a compiled program's) says of packing texts (None: it
+    does not say, and the program's inputs decide)."""
+    recorded = export_info.get("packs_texts")
+    return recorded if isinstance(recorded, bool) else None
+
+
 def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> Optional[tuple]:
     """(backend, network) of the program compiled from the checkpoint ``opened`` when the cache holds
     one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
     with a warning, and the checkpoint runs itself)."""
-    from .model.backends import BACKENDS, recorded_packing
+    from .model.backends import BACKENDS
 
     if not runs_compiled(opened, config):
         return None
@@ -438,6 +445,11 @@ class ModelDirectory:
     def run_config(self, overrides: List = None) -> RunConfig:
         """The record with ``overrides`` applied and checked: what the model is cannot change."""
         return _run_config(self.path, self.record, overrides, saved_position_limit(self.architecture))
+
+    @property
+    def packs_texts(self) -> Optional[bool]:
+        """What an export's export.json says of packing texts (``recorded_packing``; None for a checkpoint)."""
+        return recorded_packing(self.export_info)
 
     @functools.cached_property
     def min_scores(self) -> Optional[List[float]]:

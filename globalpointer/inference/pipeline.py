@@ -148,7 +148,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     window, or several short ones with ``inference.pack_texts``)."""
     from ..checkpoint import THRESHOLDS, compiled_network
     from ..corpus import featurizer_for
-    from ..model.backends import BACKENDS, Settings, choose_backend, recorded_packing
+    from ..model.backends import BACKENDS, Settings, choose_backend
     from ..model.decode import score_logit
     from ..runtime import cpu_thread_count, setup_runtime
     from .extractor import Extractor
@@ -159,7 +159,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     runtime = setup_runtime(config.device, config.cpu_threads)
     settings = Settings(config.model, opened, cpu_thread_count(config.cpu_threads, runtime.world_size),
                         runtime.device, config.inference.precision, config.inference.tensorrt,
-                        recorded_packing(opened.export_info))
+                        opened.packs_texts)
     compiled = compiled_network(opened, config, settings)
     if compiled is not None:
         chosen, network = compiled

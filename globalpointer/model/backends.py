@@ -224,20 +224,13 @@ class Settings(NamedTuple):
     device: str
     precision: str
     tensorrt: bool
-    packs_texts: Optional[bool] = None  # what the program's export.json says (``recorded_packing``); None: silent
+    packs_texts: Optional[bool] = None  # what the program's export.json says (checkpoint.recorded_packing); None: silent
 
 
 def _dynamic(directory: str, settings: Settings):
     opened = settings.opened
     return load_network(directory, settings.model, len(opened.trained_for.labels), opened.tokenizer,
                         opened.architecture)[0]
-
-
-def recorded_packing(export_info: dict) -> Optional[bool]:
-    """What an export.json (an export's, or a compiled program's) says of packing texts (None: it
-    does not say, and the program's inputs decide)."""
-    recorded = export_info.get("packs_texts")
-    return recorded if isinstance(recorded, bool) else None
 
 
 def _paddle_inference(directory: str, settings: Settings):
