@@ -1,7 +1,7 @@
 """Done means the next command accepts it: every artifact a command writes, read by every command that
 reads it.  Writers (rows): a checkpoint from train, from train --init-from (types listed in another
-order than the model's), from train --resume, from a Label Studio round that adds a type; a float32
-and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
+order than the model's), from train --resume, from a Label Studio round that adds a type, from train
+with model.lexicon (a word list the model keeps); a float32 and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
 serve, export, calibrate, train --init-from.  Each cell checks that the reader exits 0 (or answers
 200) and that what it reads is what was written: the model's types in labels.json's order, the same
 entities as the model predicts when loaded."""
@@ -82,6 +82,14 @@ def writers(tmp_path_factory):
                        "--set", "data.labels=[LOC, ORG, PER]", "--set", f"output_dir={root / 'init'}",
                        "--set", "train.epochs=1", "--resume"]) == 0
     assert train_main(["--config", config, "--set", f"output_dir={root / 'plain'}"]) == 0
+    # lexicon codes from a word list named by a relative --set path: the model keeps the words
+    (root / "words.txt").write_text("北京\n北京大学\n上海\n张三\n复旦大学\n", encoding="utf-8")
+    os.chdir(root)
+    try:
+        assert train_main(["--config", config, "--set", "model.lexicon=words.txt", "--set",
+                           f"output_dir={root / 'lexicon'}"]) == 0
+    finally:
+        os.chdir(cwd)
     calibrated = root / "calibrated"
     shutil.copytree(root / "plain" / "best", calibrated)
     assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
@@ -90,11 +98,12 @@ def writers(tmp_path_factory):
     return {"train": root / "plain" / "best", "train --init-from": root / "init" / "best",
             "train --resume": root / "init" / "last", "calibrate": calibrated,
             "Label Studio round": label_studio_round(str(base), root),
-            "export float32": root / "export", "export int8": root / "export", "dev": dev}
+            "export float32": root / "export", "export int8": root / "export",
+            "train model.lexicon": root / "lexicon" / "best", "dev": dev}
 
 
 WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
-           "export int8"]
+           "export int8", "train model.lexicon"]
 
 
 def settings_of(writer):
@@ -142,7 +151,7 @@ def test_serve_reads_it(writers, writer):
         assert client.get("/v1/labels").json()["labels"] == ner.labels
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round"])
+@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train model.lexicon"])
 def test_export_reads_it(writers, writer, tmp_path):
     model = str(writers[writer])
     assert main(["export", "--model", model, "--output", str(tmp_path / "export")]) == 0
@@ -156,7 +165,8 @@ def test_export_reads_it(writers, writer, tmp_path):
         assert os.path.isfile(tmp_path / "export" / "thresholds.json")
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "export float32"])
+@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "export float32",
+                                    "train model.lexicon"])
 def test_calibrate_reads_it(writers, writer, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(writers[writer], model)
