@@ -114,7 +114,8 @@ class ModelConfig:
     context_layers: int = _opt(1, "number of model.context layers", bounds=POSITIVE)
     lexicon: str = _opt("none", "Chinese lexicon features: each token learns what dictionary words it begins, "
                         "continues or ends (after SoftLexicon); jieba (its dictionary), a word list's path (a word "
-                        "a line), or none.  The model directory keeps the words")
+                        "a line), or none (the default: jieba's added +0.16 F1 on 1,000 CLUENER texts, within 3 seeds' "
+                        "spread, docs/results.md).  The model directory keeps the words")
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
