@@ -179,3 +179,12 @@ def test_a_run_from_a_model_with_words_reads_that_models_words(lexicon_run, tmp_
     best = tmp_path / "run" / "best"
     assert open_model(str(best)).lexicon.words == frozenset(WORDS)
     assert any(spans(globalpointer.load(str(best)).pipe(dev_texts(lexicon_run))))
+
+
+def test_a_resumed_run_reads_the_words_it_began_with(tmp_path):
+    (tmp_path / "words.txt").write_text("北京\n张三\n", encoding="utf-8")
+    config = tiny_config(tmp_path, model__lexicon="words.txt", train__epochs=1)
+    assert train_main(["--config", config]) == 0
+    os.remove(tmp_path / "words.txt")  # the run's last checkpoint keeps them
+    assert train_main(["--config", config, "--resume"]) == 0
+    assert open_model(str(tmp_path / "run" / "best")).lexicon.words == frozenset(["北京", "张三"])

@@ -10,8 +10,8 @@ import unicodedata
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import DataError
-from .lexicon import Lexicon
 from ..spans import Entity, Record, TokenIndex, TokenSpan, from_input, to_entity, to_input
+from .lexicon import Lexicon
 
 log = logging.getLogger(__name__)
 
