@@ -471,26 +471,25 @@ PATH_RULE = "a relative path in a config file is read from that file's folder; w
 
 
 def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
-    """The relative paths of a config file's ``tree`` (PATH_KEYS, and ``model.encoder`` when it names a
+    """The relative paths of a config file's ``tree`` (``key_paths``, and ``model.encoder`` when it names a
     folder beside the file) made absolute against ``folder``, the file's."""
-    for dotted in PATH_KEYS:
+    for dotted in PATH_KEYS + ("model.lexicon",):
         *sections, key = dotted.split(".")
         node = tree.get(sections[0]) if sections else tree
         if isinstance(node, dict) and key in node:
-            node[key] = absolute_paths(node[key], folder)
+            node[key] = key_paths(dotted, node[key], folder)
     model = tree.get("model")
     encoder = model.get("encoder") if isinstance(model, dict) else None
     if isinstance(encoder, str) and encoder and not os.path.isabs(encoder) and \
             os.path.isdir(os.path.join(folder, encoder)):
         model["encoder"] = os.path.normpath(os.path.join(folder, encoder))
-    if isinstance(model, dict) and "lexicon" in model:
-        model["lexicon"] = lexicon_path(model["lexicon"], folder)
 
 
-def lexicon_path(value: Any, folder: str) -> Any:
-    """``model.lexicon`` with a word list's relative path read from ``folder`` (``none`` and ``jieba``
-    name no file)."""
-    if isinstance(value, str) and value.strip() and value not in ("none", "jieba"):
+def key_paths(dotted: str, value: Any, folder: str) -> Any:
+    """Key ``dotted``'s value with its relative paths read from ``folder``: a PATH_KEYS key's, and
+    ``model.lexicon``'s when it names a word list (``none`` and ``jieba`` name no file)."""
+    if dotted in PATH_KEYS or (dotted == "model.lexicon" and isinstance(value, str) and value.strip()
+                               and value not in ("none", "jieba")):
         return absolute_paths(value, folder)
     return value
 
@@ -546,10 +545,7 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
         keys, value = _parse_override(item)
         if keys == ["model", "threshold"]:
             raise ConfigError(f"--set {override_text(item)}: {min_score_hint(value)}")
-        if ".".join(keys) in PATH_KEYS:  # PATH_RULE: from the current folder, so a saved config means the same
-            value = absolute_paths(value, os.getcwd())
-        elif keys == ["model", "lexicon"]:
-            value = lexicon_path(value, os.getcwd())
+        value = key_paths(".".join(keys), value, os.getcwd())  # PATH_RULE: a saved config means the same
         _set_nested(tree, keys, value)
         set_by[".".join(keys)] = override_text(item)
     where = f" (in {path})" if path else ""

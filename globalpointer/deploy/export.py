@@ -33,6 +33,7 @@ from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_l
 from ..model.backends import (ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
+from ..model.network import INPUTS
 from ..runtime import launch_position
 
 log = logging.getLogger("globalpointer")
@@ -47,10 +48,9 @@ OPENVINO_CALIBRATION_TEXTS = 256
 OPENVINO_MISSING = ("--openvino-calibration needs OpenVINO and NNCF: pip install 'globalpointer[openvino]' (or pip "
                     "install -r requirements-openvino.txt)")
 # token_text and span_text number the texts of a row (masks.py); exports of earlier versions
-# took a bool span_text and one text per row, and still run that way (backends: the program's input type)
-INPUT_SPEC = [InputSpec([None, None], "int64", "input_ids"), InputSpec([None, None], "int64", "token_text"),
-              InputSpec([None, None], "int64", "span_text")]
-LEXICON_SPEC = InputSpec([None, None], "int64", "lexicon")  # a model with model.lexicon takes its codes too
+# took a bool span_text and one text per row, and still run that way (backends: the program's input type).
+# The last input, lexicon, only for a model with model.lexicon.
+INPUT_SPEC = [InputSpec([None, None], "int64", name) for name in INPUTS]
 
 
 def paddle_writes_exports() -> bool:
@@ -70,7 +70,7 @@ def check_paddle_exports() -> None:
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
-    spec = INPUT_SPEC + ([LEXICON_SPEC] if getattr(model, "lexicon", None) is not None else [])
+    spec = INPUT_SPEC if getattr(model, "lexicon", None) is not None else INPUT_SPEC[:-1]
     static = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
     with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
         paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
