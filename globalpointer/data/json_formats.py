@@ -303,7 +303,7 @@ class JsonFormat(NamedTuple):
     annotation_export: bool = False  # a tool's export of tasks: one listed twice is read once
 
 
-# The formats, by name (config.py's data.format choices come from these two tables).  A JSON format
+# The formats, by name (config/schema.py's data.format choices come from these two tables).  A JSON format
 # says how it is read and recognised; detection takes the first whose ``shows`` holds, so the order
 # matters.  A tagged format is the string its tokens are joined with into the text.
 JSON_FORMATS: Dict[str, JsonFormat] = {

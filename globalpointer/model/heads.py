@@ -146,7 +146,7 @@ def _tagger(crf: bool):
     return build
 
 
-# The one list of heads: config.py's model.head choices and every check by kind come from it.
+# The one list of heads: config/schema.py's model.head choices and every check by kind come from it.
 HEADS: Dict[str, HeadSpec] = {
     "global_pointer": HeadSpec(GlobalPointer, True),
     "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, True, shared_scores=True),

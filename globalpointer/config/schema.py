@@ -1,0 +1,288 @@
+"""The run configuration's schema: its sections and keys, each with its default, help text and allowed
+values (a registry's names, or a number's bounds), and the rules that join several keys."""
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from ..data.readers import FORMAT_ALIASES, FORMATS
+from ..data.sources import Sources
+from ..errors import ConfigError
+
+MAX_BATCH_WAIT_MS = 1000  # waiting longer for other requests to share a forward pass only adds latency
+
+
+class Bounds(NamedTuple):
+    """The range of a number key: ``low`` and ``high`` (None: unbounded), each included or not."""
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_included: bool = True
+    high_included: bool = True
+
+    def holds(self, value) -> bool:
+        return ((self.low is None or value > self.low or (self.low_included and value == self.low)) and
+                (self.high is None or value < self.high or (self.high_included and value == self.high)))
+
+    def __str__(self) -> str:
+        def number(x) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+        low = "" if self.low is None else f"{'>=' if self.low_included else '>'} {number(self.low)}"
+        high = "" if self.high is None else f"{'<=' if self.high_included else '<'} {number(self.high)}"
+        return " and ".join(part for part in (low, high) if part)
+
+
+POSITIVE = Bounds(0, None, low_included=False)
+NON_NEGATIVE = Bounds(0)
+FRACTION = Bounds(0, 1, high_included=False)  # [0, 1)
+SEED_LIMIT = 2 ** 32 - 1  # numpy's seeds are 32-bit
+INT64 = 2 ** 63 - 1  # what every whole number reaches Paddle and numpy as
+
+
+def _opt(default, help, choices=None, bounds: Optional[Bounds] = None, aliases: Optional[Dict[str, str]] = None):
+    """A key with its default, help text and allowed values (a tuple, or a function returning one
+    when the values come from a registry that is not imported before it is needed, and ``aliases``:
+    other names read as one of them), or for a number its ``bounds``."""
+    metadata = {"help": help, "choices": choices, "bounds": bounds, "aliases": aliases or {}}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _head_names():
+    from ..model.heads import (
+        HEADS,  # imports paddle: only when a head name is checked or printed
+    )
+
+    return tuple(HEADS)
+
+
+def backend_names():
+    from ..model.backends import (
+        BACKENDS,  # imports paddle: only when a backend name is checked or printed
+    )
+
+    return ("auto", *BACKENDS)
+
+
+@dataclass
+class DataConfig:
+    train: Sources = _opt("", "training file (any supported format), or a list of entries {path, format, types, "
+                              "rename}: a file that annotates only its types teaches nothing about the others "
+                              "(docs/data-formats.md#files-labelled-for-some-types)")
+    dev: Sources = _opt("", "dev file (or entries, as data.train) for evaluation during training; empty: no "
+                            "evaluation, the last model is kept")
+    test: Sources = _opt("", "test file (or entries) evaluated once at the end with the best model; empty: none")
+    format: str = _opt("auto", "file format; auto detects it per file (bio, bioes, bmes, iob, iob2 and char are "
+                               "chars; conll2003 is conll; json is jsonl)", FORMATS, aliases=FORMAT_ALIASES)
+    labels: List[str] = _opt([], "entity types in a fixed order; empty: every type seen in the training file, sorted")
+    limit: int = _opt(0, "read only the first N records of each file (0: all); for quick runs", bounds=NON_NEGATIVE)
+    max_length: int = _opt(128, "tokens per window including [CLS] and [SEP]; longer texts become sliding windows "
+                                    "(at least 3: room for text besides [CLS] and [SEP])", bounds=Bounds(3))
+    window_overlap: int = _opt(32, "tokens shared by consecutive windows of a long text", bounds=NON_NEGATIVE)
+    tokenization: str = _opt("auto", "char: one token per character (Chinese), subword: the tokenizer's own pieces, "
+                             "auto: char for a Chinese vocabulary, else subword", ("auto", "char", "subword"))
+    on_error: str = _opt("raise", "a malformed record stops the run (raise) or is skipped and counted (skip); "
+                         "repair: a B/I/M/E tag that continues no entity opens one (conlleval), counted, every "
+                         "sentence kept", ("raise", "skip", "repair"))
+
+    @property
+    def reading(self) -> Dict[str, Any]:
+        """How every file of the run is read: ``read_records``'s keyword arguments."""
+        return {"format": self.format, "on_error": self.on_error, "limit": self.limit}
+
+
+@dataclass
+class ModelConfig:
+    encoder: str = _opt("m3e-small", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
+                        "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
+    head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
+                     _head_names)
+    head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
+    context: str = _opt("none", "layers between the encoder and the head, trained from scratch at train.head_lr: "
+                        "transformer (attending within each text) or bilstm (one text per row)",
+                        choices=("none", "transformer", "bilstm"))
+    context_layers: int = _opt(1, "number of model.context layers", bounds=POSITIVE)
+    lexicon: str = _opt("none", "Chinese lexicon features: each token learns what dictionary words it begins, "
+                        "continues or ends (after SoftLexicon); jieba (its dictionary), a word list's path (a word "
+                        "a line), or none (the default: jieba's added +0.16 F1 on 1,000 CLUENER texts, within 3 seeds' "
+                        "spread, docs/results.md).  The model directory keeps the words")
+    rope: bool = _opt(True, "rotary position embedding on queries and keys")
+    tril_mask: bool = _opt(True, "never score spans whose end is before their start")
+    loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
+                     ("sparse", "dense"))
+    decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "
+                       "score; auto: flat for a model none of whose training texts had overlapping entities "
+                       "(recorded in the checkpoint), else nested", ("auto", "nested", "flat"))
+    min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
+                            "entity, the sigmoid of its logit) is above this; between 0 and 1",
+                            bounds=Bounds(0, 1, low_included=False, high_included=False))
+    use_calibration: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
+                                 "thresholds.json (globalpointer calibrate) when it has one; "
+                                 "false: model.min_score for every type")
+    dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
+
+
+@dataclass
+class TrainConfig:
+    init_from: str = _opt("", "a trained model (RUN/best) to start from: its encoder, head weights and types, in "
+                              "their order; types of data.labels (or of the data) it lacks are added after them "
+                              "with fresh head rows; empty: start from model.encoder")
+    epochs: int = _opt(12, "passes over the training data at most: with a dev file, training stops after "
+                            "train.patience evaluations without a better dev F1 and keeps the best (the best "
+                            "epoch was 6 to 11 on 1,000-text slices, docs/results.md)", bounds=POSITIVE)
+    batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
+    lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
+                           "ELECTRA-Small's rate for small encoders; with the decay and training length by dev "
+                           "F1 the strongest recipe on 1,000-text slices (docs/results.md)", bounds=NON_NEGATIVE)
+    head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)",
+                          bounds=NON_NEGATIVE)
+    warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0",
+                               bounds=FRACTION)
+    weight_decay: float = _opt(0.01, "AdamW weight decay (not on biases and norms)", bounds=NON_NEGATIVE)
+    max_grad_norm: float = _opt(1.0, "clip the global gradient norm to this (0: no clipping)", bounds=NON_NEGATIVE)
+    grad_accum_steps: int = _opt(1, "batches whose gradients are summed before one optimizer step", bounds=POSITIVE)
+    amp: str = _opt("none", "mixed precision for the encoder on GPU (the head and loss stay float32); "
+                    "ignored with a warning on CPU", ("none", "float16", "bfloat16"))
+    seed: int = _opt(42, "seed for initialisation, dropout and data order", bounds=Bounds(0, SEED_LIMIT))
+    eval_every: int = _opt(0, "evaluate on dev every N optimizer steps (0: at the end of every epoch)",
+                           bounds=NON_NEGATIVE)
+    patience: int = _opt(2, "stop after this many evaluations without a better dev F1 (0: never): the length "
+                              "of training chosen by the dev set", bounds=NON_NEGATIVE)
+    log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps", bounds=POSITIVE)
+    adversarial: str = _opt("none", "fgm: adversarial training on the word embeddings (one more forward and "
+                            "backward per batch)", ("none", "fgm"))
+    adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient",
+                                      bounds=POSITIVE)
+    ema_decay: float = _opt(0.0, "exponential moving average of the weights, evaluated and saved as the best "
+                            "model (e.g. 0.999); 0: off", bounds=FRACTION)
+    layer_lr_decay: float = _opt(0.8, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
+                                 "embeddings lowest; 1: every layer at lr", bounds=Bounds(0, 1, low_included=False))
+    rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
+                              "weighs the symmetric KL between the two passes' span probabilities; 0: off",
+                              bounds=NON_NEGATIVE)
+    boundary_smoothing: float = _opt(0.2, "boundary smoothing (span heads; a token tagger has no span targets and "
+                                          "trains without it; after Zhu and Li, 2022): the spans a "
+                                          "token or so off an entity's boundaries (train.boundary_smoothing_size) "
+                                          "share this target, softening the loss where annotators disagree: +1.05 "
+                                          "and +1.43 F1 on 1,000-text slices of CLUENER and CoNLL-2003, 3 seeds "
+                                          "(docs/results.md); 0: off", bounds=FRACTION)
+    boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
+                                           "boundary moves away (start and end together)", bounds=POSITIVE)
+
+
+@dataclass
+class InferenceConfig:
+    backend: str = _opt("auto", "what runs prediction and evaluation: dynamic (a checkpoint), paddle-inference, "
+                        "onnxruntime or openvino (an export); auto: onnxruntime for an export with model.onnx, else "
+                        "paddle-inference for an export, dynamic for a checkpoint", backend_names)
+    precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: an export made with "
+                          "--quantize int8, its model.int8.xml on openvino where both are there (auto), else its "
+                          "model.int8.onnx on onnxruntime", ("float32", "float16", "int8"))
+    tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
+    batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
+                               "window, or several short ones, inference.pack_texts)", bounds=POSITIVE)
+    compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
+                                        "this many input lines, a Paddle Inference program is compiled from the "
+                                        "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "
+                                        "$GLOBALPOINTER_CACHE) and runs instead of the dynamic graph (2,000 CLUENER "
+                                        "texts: 19.4 s instead of 31.2 s); a cached one is used whatever the input; 0: "
+                                        "never compile", bounds=NON_NEGATIVE)
+    pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
+                                  "the longest window of the call, each still read alone: fewer forward passes, less "
+                                  "padding (false: a row per window)")
+
+
+@dataclass
+class ServeConfig:
+    host: str = _opt("127.0.0.1", "address the HTTP service listens on (0.0.0.0: every interface)")
+    port: int = _opt(8000, "port of the HTTP service", bounds=Bounds(0, 65535))
+    max_texts: int = _opt(256, "texts per request; more is answered with 413", bounds=POSITIVE)
+    max_text_chars: int = _opt(100000, "characters per text; longer is answered with 413", bounds=POSITIVE)
+    max_body_bytes: int = _opt(10_000_000, "bytes per request body; more is answered with 413", bounds=POSITIVE)
+    max_header_bytes: int = _opt(65536, "bytes of a request's line, headers and trailers together; more is "
+                                        "answered with 431 (no client of these services sends more than a few "
+                                        "hundred)", bounds=POSITIVE)
+    max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
+                                          "one request may cost; more is answered with 413", bounds=POSITIVE)
+    batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes",
+                                bounds=Bounds(0, MAX_BATCH_WAIT_MS))
+    batch_texts: int = _opt(128, "texts gathered from concurrent requests into one prediction call", bounds=POSITIVE)
+    rows_per_pass: int = _opt(8, "rows of one forward pass in the service: requests take turns pass by pass, so a "
+                                  "small request waits for at most one pass of a large one", bounds=POSITIVE)
+    shutdown_timeout_s: float = _opt(30.0, "on SIGTERM, how long requests in flight may take to finish",
+                                     bounds=NON_NEGATIVE)
+    workers: int = _opt(0, "service processes, each with its own copy of the model (about 0.7 GB) and "
+                           "micro-batcher, the CPU's cores shared between them (cpu_threads: 0); 0: one per core "
+                           "on the CPU (most texts/s from concurrent clients), 1 on a GPU; 1: a lone request "
+                           "gets every core (lowest latency when requests come one at a time)", bounds=NON_NEGATIVE)
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig, metadata={"help": "input files and windowing"})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "encoder, head and decoding"})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "optimisation"})
+    inference: InferenceConfig = field(default_factory=InferenceConfig, metadata={"help": "prediction backends"})
+    serve: ServeConfig = field(default_factory=ServeConfig, metadata={"help": "HTTP service (globalpointer serve)"})
+    device: str = _opt("auto", "auto: the GPU when Paddle has CUDA and one is visible, else the CPU",
+                       ("auto", "cpu", "gpu"))
+    cpu_threads: int = _opt(0, "math threads on CPU per process (0: all cores, shared between data-parallel "
+                               "processes and between service workers)", bounds=NON_NEGATIVE)
+    output_dir: str = _opt("runs/default", "run directory: checkpoints, resolved config, metrics")
+
+
+def field_choices(f: dataclasses.Field):
+    choices = f.metadata.get("choices")
+    return choices() if callable(choices) else choices
+
+
+class KeyHelp(NamedTuple):
+    key: str  # dotted, as --set takes it
+    default: Any
+    choices: Optional[tuple]
+    help: str
+    bounds: Optional[Bounds] = None
+
+
+def key_help() -> List[KeyHelp]:
+    """Every key of the schema with its default, allowed values and help, in the order of the file
+    (what docs/configuration.md lists)."""
+    found: List[KeyHelp] = []
+
+    def walk(obj, prefix: str):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                found.append(KeyHelp(prefix + f.name, value, field_choices(f), f.metadata.get("help", ""),
+                                     f.metadata.get("bounds")))
+
+    walk(RunConfig(), "")
+    return found
+
+
+# How a model is run, not what it is (the sections and top-level keys of the run-time settings): a
+# checkpoint's config.yaml leaves them out, and a model loaded takes them from their defaults and --set,
+# wherever and however it was trained
+RUN_TIME_KEYS = ("inference", "serve", "device", "cpu_threads")
+
+
+def validate(config: RunConfig) -> None:
+    """The rules that join several keys (each key's own range is declared with it: ``bounds``)."""
+    if config.data.window_overlap >= config.data.max_length - 2:
+        raise ConfigError(f"data.window_overlap ({config.data.window_overlap}) must be smaller than "
+                          f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
+    if config.model.head_size % 2:
+        raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
+    if config.train.rdrop_alpha:
+        from ..model.heads import check_span_head
+
+        check_span_head(config.model.head, "train.rdrop_alpha")
+    if len(set(config.data.labels)) != len(config.data.labels):
+        raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
+    if any(not label.strip() for label in config.data.labels):
+        raise ConfigError(f"data.labels: every type needs a name, got {config.data.labels}")
+    if config.train.lr == 0 and config.train.head_lr == 0:
+        raise ConfigError("train.lr and train.head_lr are both 0: nothing would learn; set at least one above 0 "
+                          "(lr 0 alone freezes the encoder while the head trains)")
