@@ -26,3 +26,17 @@ def test_a_rate_of_five_trains_to_finite_weights(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
     state = load_checkpoint(str(tmp_path / "run" / "best")).network.state_dict()
     assert all(np.isfinite(value.numpy()).all() for value in state.values())
+
+
+def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_path, caplog):
+    """train.patience watches the dev F1: with no data.dev the run trains every epoch and keeps the
+    last, and says so with what to do; with a dev file, or patience 0, nothing is said."""
+    config = tiny_config(tmp_path, train__epochs=1)
+    warned = "data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all train.epochs (1)"
+    assert train_main(["--config", config, "--set", "data.dev=", "--set", "train.patience=2"]) == 0
+    assert warned in caplog.text and "name one with data.dev" in caplog.text
+    caplog.clear()
+    assert train_main(["--config", config, "--overwrite", "--set", "train.patience=2"]) == 0
+    assert "data.dev is empty" not in caplog.text
+    assert train_main(["--config", config, "--overwrite", "--set", "data.dev="]) == 0  # tiny_config: patience 0
+    assert "data.dev is empty" not in caplog.text

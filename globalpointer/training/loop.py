@@ -124,6 +124,11 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                           f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
                           f"or give the files as plain paths")
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
+    if not dev_records and train.patience:
+        log.warning("data.dev is empty: train.patience (%d) has no dev F1 to watch, so training runs all train.epochs "
+                    "(%d) and keeps the last model; the defaults' length is chosen on a dev file "
+                    "(docs/results.md): name one with data.dev, or set train.epochs to the length you want",
+                    train.patience, train.epochs)
     test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
