@@ -311,17 +311,20 @@ def _export(argv, prog) -> int:
 
 
 def _calibrate(argv, prog) -> int:
-    from .evaluation.calibrate import calibrate, format_calibration
+    from .evaluation.calibrate import KINDS, calibrate, format_calibration
 
-    parser = argparse.ArgumentParser(prog=prog, description="Per-type thresholds from held-out labelled data, "
+    parser = argparse.ArgumentParser(prog=prog, description="Thresholds fitted on held-out labelled data, "
                                                              "written into the model directory's thresholds.json.")
     inference_arguments(parser)
     parser.add_argument("--data", required=True, help="labelled file to calibrate on (not the file you report F1 on)")
     parser.add_argument("--format", help="format of --data (default: the run's data.format)")
+    parser.add_argument("--thresholds", choices=KINDS, default="per_type",
+                        help="per_type: each type's own minimum score (the best F1 of each type); shared: one for "
+                             "every type (the best micro F1; what training fits on its dev file, train.calibrate)")
     args = parser.parse_args(argv)
     if args.format:
         args.set.append(("data.format", args.format))
-    print(format_calibration(calibrate(load_for_inference(args), args.data)))
+    print(format_calibration(calibrate(load_for_inference(args), args.data, args.thresholds)))
     return 0
 
 
@@ -436,7 +439,7 @@ COMMANDS: Dict[str, Tuple[Callable, str]] = {
     "evaluate": (_evaluate, "span precision / recall / F1 of a model on a labelled file"),
     "predict": (_predict, "entities of every line of a text or JSON-lines file"),
     "export": (_export, "a deployable export: Paddle Inference, ONNX, INT8"),
-    "calibrate": (_calibrate, "per-type thresholds from held-out labelled data"),
+    "calibrate": (_calibrate, "thresholds fitted on held-out labelled data"),
     "serve": (_serve, "the HTTP service"),
     "label-studio-backend": (_label_studio_backend, "the model as a Label Studio ML backend (pre-annotation, "
                                                     "retraining)"),

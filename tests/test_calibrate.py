@@ -1,5 +1,6 @@
-"""Per-type thresholds: the search finds the best threshold of each type, decoding applies one
-threshold per type, and the CLI stores them where predict / evaluate / the API use them."""
+"""Fitted thresholds: the searches find the best threshold of each type (per_type) or of all types
+together (shared), decoding applies one threshold per type, the CLI stores them where predict /
+evaluate / the API use them, and training fits the same ones on its dev file (train.calibrate)."""
 import json
 import shutil
 
@@ -7,7 +8,7 @@ import numpy as np
 import paddle
 import pytest
 
-from globalpointer.evaluation.calibrate import GRID, apply_thresholds, choose_thresholds
+from globalpointer.evaluation.calibrate import GRID, apply_thresholds, choose_shared_threshold, choose_thresholds
 from globalpointer.model.decode import sigmoid
 from globalpointer.model.reference import decode_spans
 from globalpointer.model.heads import decode_span_logits
@@ -51,6 +52,25 @@ def test_nested_search_finds_each_types_best_threshold(seed):
         assert f1_by_hand(candidates, gold, label, chosen[label]) == pytest.approx(best)
         assert best > f1_by_hand(candidates, gold, label, 0.0) or chosen[label] == 0.0
     assert chosen["A"] > chosen["B"]  # A's spans are gold only at higher logits than B's
+
+
+def micro_f1_by_hand(candidates, gold, threshold):
+    """Independent of span_report: all types' spans as sets of (text, start, end, type)."""
+    limit = 1 / (1 + np.exp(-threshold))
+    predicted = {(i, e.start, e.end, e.type) for i, found in enumerate(candidates) for e in found if e.score > limit}
+    truth = {(i, e.start, e.end, e.type) for i, entities in enumerate(gold) for e in entities}
+    return 2 * len(predicted & truth) / (len(predicted) + len(truth)) if predicted or truth else 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shared_search_finds_the_best_threshold_for_all_types_together(seed):
+    candidates, gold = random_task(seed)
+    chosen = choose_shared_threshold(candidates, gold, ["A", "B"], 0.0, flat=False)
+    assert chosen["A"] == chosen["B"]
+    best = max(micro_f1_by_hand(candidates, gold, t) for t in GRID)
+    assert micro_f1_by_hand(candidates, gold, chosen["A"]) == pytest.approx(best)
+    ties = [t for t in GRID if micro_f1_by_hand(candidates, gold, t) == pytest.approx(best)]
+    assert abs(chosen["A"]) == min(abs(t) for t in ties)  # of equals, the one closest to the default
 
 
 def test_flat_search_improves_on_the_default_when_types_compete():
@@ -138,3 +158,47 @@ def test_calibrate_refuses_taggers_and_needs_data(trained, capsys):
 
     assert cli(["calibrate", "--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
     assert "file not found: /nope.jsonl" in capsys.readouterr().err
+
+
+# training's last step ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["shared", "per_type"])
+def test_training_fits_on_its_dev_file_what_calibrate_fits(tmp_path, kind, capsys):
+    """train.calibrate writes best/thresholds.json: the thresholds `globalpointer calibrate --thresholds
+    KIND` fits on the dev file for the same checkpoint, and the test report training gives is what
+    evaluate.py gives for the saved model."""
+    from globalpointer.cli import evaluate_main, train_main
+    from globalpointer.cli import main as cli
+    from synthetic import make_records, tiny_config, write_jsonl
+
+    test = write_jsonl(tmp_path / "test.jsonl", make_records(40, 3))
+    config = tiny_config(tmp_path, train__epochs=2, train__calibrate=kind, data__test=test)
+    assert train_main(["--config", config]) == 0
+    best = tmp_path / "run" / "best"
+    fitted = json.loads((best / "thresholds.json").read_text())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert fitted["kind"] == kind and fitted["data"] == str(tmp_path / "dev.jsonl")
+    assert summary["thresholds"]["min_scores"] == fitted["min_scores"]
+    assert summary["thresholds"]["dev_f1_after"] >= summary["thresholds"]["dev_f1_before"]
+    if kind == "shared":
+        assert len(set(fitted["min_scores"].values())) == 1
+
+    again = tmp_path / "again"
+    shutil.copytree(best, again)
+    (again / "thresholds.json").unlink()
+    assert cli(["calibrate", "--model", str(again), "--data", str(tmp_path / "dev.jsonl"), "--thresholds", kind]) == 0
+    assert json.loads((again / "thresholds.json").read_text())["min_scores"] == fitted["min_scores"]
+
+    report = tmp_path / "test_report.json"
+    assert evaluate_main(["--model", str(best), "--data", test, "--output", str(report)]) == 0
+    assert json.loads(report.read_text())["micro"] == pytest.approx(summary["test"])
+
+
+def test_a_token_tagger_trains_without_thresholds(tmp_path):
+    from globalpointer.cli import train_main
+    from synthetic import tiny_config
+
+    config = tiny_config(tmp_path, train__epochs=1, train__calibrate="shared", model__head="softmax_tagger")
+    assert train_main(["--config", config]) == 0
+    assert not (tmp_path / "run" / "best" / "thresholds.json").exists()
+    assert "thresholds" not in json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -168,6 +168,11 @@ class TrainConfig:
                                           "(docs/results.md); 0: off", bounds=FRACTION)
     boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
                                            "boundary moves away (start and end together)", bounds=POSITIVE)
+    calibrate: str = _opt("shared", "after training, minimum scores fitted on the dev file for the best checkpoint "
+                                    "(span heads): shared, one for every type (the best micro F1), or per_type "
+                                    "(each type's best F1), written as best/thresholds.json, which predict, "
+                                    "evaluate, serve and exports read (model.use_calibration); none: "
+                                    "model.min_score", ("none", "per_type", "shared"))
 
 
 @dataclass

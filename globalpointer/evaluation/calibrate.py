@@ -1,14 +1,16 @@
-"""Per-type thresholds: ``globalpointer calibrate --model RUN/best --data FILE``.
+"""Thresholds fitted on labelled data: ``globalpointer calibrate --model RUN/best --data FILE``, and
+training's last step (``train.calibrate``, on the dev file).
 
-For each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus the logit
-of ``model.min_score``) that maximises the type's F1 on FILE, ties broken towards ``model.min_score``;
-the table and thresholds.json give each as the minimum score it means (its sigmoid, the unit of
-``model.min_score`` and of every entity's score).
+``per_type``: for each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus
+the logit of ``model.min_score``) that maximises the type's F1 on FILE; ``shared``: the one threshold
+of that grid that maximises the micro F1 (one number, so a few hundred texts fit it without chasing
+their noise).  Ties go towards ``model.min_score``.  The table and thresholds.json give each as the
+minimum score it means (its sigmoid, the unit of ``model.min_score`` and of every entity's score).
 The model scores FILE once; every candidate threshold is then tried on the spans it found above the
-lowest one.  With flat decoding the types compete for characters, so the search goes over the types
-twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
-evaluate.py, the Python API and the service then use (exports copy it).  Calibrate on labelled data
-the reported score does not come from: part of the training file held out, not the dev or test set.
+lowest one.  With flat decoding the types compete for characters, so the per-type search goes over
+the types twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
+evaluate.py, the Python API and the service then use (exports copy it).  Report F1 on labelled data
+the thresholds were not fitted on.
 """
 import copy
 import logging
@@ -23,6 +25,7 @@ from .metrics import span_report
 log = logging.getLogger("globalpointer")
 
 GRID = tuple(step / 4 for step in range(-16, 17))
+KINDS = ("per_type", "shared")
 
 
 def candidate_entities(extractor, texts: Sequence[str], floor: float) -> List[List[Entity]]:
@@ -60,6 +63,29 @@ def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Seq
     return thresholds
 
 
+def choose_shared_threshold(candidates: Sequence[Sequence[Entity]], gold: Sequence[Sequence[Entity]],
+                            labels: Sequence[str], default: float, flat: bool,
+                            grid: Sequence[float] = GRID) -> Dict[str, float]:
+    """Type -> the one grid threshold with the best micro F1 over all types."""
+    def quality(value: float):
+        predicted = apply_thresholds(candidates, {label: value for label in labels}, flat)
+        return span_report(gold, predicted, labels)["micro"]["f1"], -abs(value - default)
+
+    best = max(sorted(set(grid) | {default}), key=quality)
+    return {label: best for label in labels}
+
+
+def fit_thresholds(extractor, records, labels: Sequence[str], default: float, kind: str) -> dict:
+    """The thresholds of ``kind`` (KINDS) that ``extractor``'s model fits on ``records``, with the
+    report thresholds.json holds (``calibration_report``)."""
+    gold = [r.entities for r in records]
+    candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
+    choose = choose_thresholds if kind == "per_type" else choose_shared_threshold
+    thresholds = choose(candidates, gold, labels, default, extractor.flat)
+    return {"kind": kind, "texts": len(records),
+            **calibration_report(candidates, gold, labels, default, thresholds, extractor.flat)}
+
+
 def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool) -> dict:
     """F1 before and after, per type and micro; thresholds as minimum scores (probabilities)."""
     before = span_report(gold, apply_thresholds(candidates, {label: default for label in labels}, flat), labels)
@@ -84,12 +110,12 @@ def format_calibration(report: dict) -> str:
     return "\n".join(lines)
 
 
-def calibrate(ner, data_path: str) -> dict:
-    """Choose per-type thresholds for the model of ``ner`` (a ``globalpointer.load`` pipeline) on the
-    labelled ``data_path`` and write them into the model directory's ``thresholds.json``; returns
-    the report (thresholds, F1 before and after per type)."""
+def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
+    """Fit thresholds of ``kind`` (KINDS: one per type, or one for all) for the model of ``ner`` (a
+    ``globalpointer.load`` pipeline) on the labelled ``data_path`` and write them into the model
+    directory's ``thresholds.json``; returns the report (thresholds, F1 before and after per type)."""
     from ..checkpoint import THRESHOLDS
-    from ..files import atomic_write_json, check_output_file
+    from ..files import check_output_file
     from ..model.heads import check_span_head
 
     config, labels = ner.config, ner.labels
@@ -97,13 +123,18 @@ def calibrate(ner, data_path: str) -> dict:
     path = os.path.join(ner.directory, THRESHOLDS)
     check_output_file(path, "--model", [data_path])
     records = labelled_records(data_path, config.data.reading, labels)
-    gold = [r.entities for r in records]
-    flat, default = ner.extractor.flat, score_logit(config.model.min_score)
-    candidates = candidate_entities(ner.extractor, [r.text for r in records], min(GRID + (default,)))
-    thresholds = choose_thresholds(candidates, gold, labels, default, flat)
-    report = {"data": data_path, "texts": len(records),
-              **calibration_report(candidates, gold, labels, default, thresholds, flat)}
+    report = {"data": data_path, **fit_thresholds(ner.extractor, records, labels,
+                                                   score_logit(config.model.min_score), kind)}
+    write_thresholds(ner.directory, report, config.model.min_score)
+    return report
+
+
+def write_thresholds(directory: str, report: dict, min_score: float) -> None:
+    """``report`` (``fit_thresholds``) as the model directory's thresholds.json."""
+    from ..checkpoint import THRESHOLDS
+    from ..files import atomic_write_json
+
+    path = os.path.join(directory, THRESHOLDS)
     atomic_write_json(path, report)
     log.info("wrote %s: predict.py, evaluate.py and the service use these thresholds "
-             "(--set model.use_calibration=false: min score %g for every type)", path, config.model.min_score)
-    return report
+             "(--set model.use_calibration=false: min score %g for every type)", path, min_score)

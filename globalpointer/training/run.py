@@ -125,7 +125,7 @@ def remove_run_files(run_dir: str) -> None:
 # Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
 # served, not what is learned.
 RESUME_MAY_CHANGE = {"data.dev", "data.test", *(f"model.{key}" for key in DECODING_KEYS),
-                     "train.eval_every", "train.patience", "train.log_every", "device",
+                     "train.eval_every", "train.patience", "train.calibrate", "train.log_every", "device",
                      "cpu_threads", "output_dir", "inference", "serve"}
 
 
