@@ -73,6 +73,26 @@ def test_shared_search_finds_the_best_threshold_for_all_types_together(seed):
     assert abs(chosen["A"]) == min(abs(t) for t in ties)  # of equals, the one closest to the default
 
 
+@pytest.mark.parametrize("choose", [choose_shared_threshold, choose_thresholds])
+def test_spans_of_a_type_the_file_does_not_annotate_are_not_counted(choose):
+    """Half the texts come from a file that annotates A only: the B spans found there are neither right
+    nor wrong (as evaluate scores them), so the search finds what it finds without them."""
+    from globalpointer.spans import Record
+
+    candidates, gold = random_task(5)
+    partial = [i % 2 == 0 for i in range(len(gold))]
+    extra_score = float(sigmoid(np.float64(0.5)))  # B spans there at a logit of 0.5: counted, they would lift the thresholds
+    candidates = [found + [Entity(start, start + 2, "B", extra_score) for start in range(31, 45, 3)] if only_a else found
+                  for found, only_a in zip(candidates, partial)]
+    gold = [[e for e in entities if e.type == "A"] if only_a else entities for entities, only_a in zip(gold, partial)]
+    records = [Record(f"text {i}", entities, types=("A",) if only_a else None)
+               for i, (entities, only_a) in enumerate(zip(gold, partial))]
+    without = [[e for e in found if e.type == "A"] if only_a else found for found, only_a in zip(candidates, partial)]
+    chosen = choose(candidates, gold, ["A", "B"], 0.0, False, records=records)
+    assert chosen == choose(without, gold, ["A", "B"], 0.0, False)
+    assert chosen != choose(candidates, gold, ["A", "B"], 0.0, False)  # counted, B's spans there are all wrong
+
+
 def test_flat_search_improves_on_the_default_when_types_compete():
     from globalpointer.evaluation.metrics import span_report
 

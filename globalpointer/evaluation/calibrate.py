@@ -15,11 +15,11 @@ the thresholds were not fitted on.
 import copy
 import logging
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..model.decode import score_logit, select_flat, sigmoid
-from ..spans import Entity
-from .evaluate import labelled_records
+from ..spans import Entity, Record
+from .evaluate import labelled_records, scored_predictions
 from .metrics import span_report
 
 log = logging.getLogger("globalpointer")
@@ -36,16 +36,19 @@ def candidate_entities(extractor, texts: Sequence[str], floor: float) -> List[Li
 
 
 def apply_thresholds(candidates: Sequence[Sequence[Entity]], thresholds: Dict[str, float],
-                     flat: bool) -> List[List[Entity]]:
-    """What decoding at ``thresholds`` (type -> logit) predicts, from the candidates."""
+                     flat: bool, records: Optional[Sequence[Record]] = None) -> List[List[Entity]]:
+    """What decoding at ``thresholds`` (type -> logit) predicts, from the candidates; with the
+    ``records`` they were found in, what of it is scored (``scored_predictions``: a file that
+    annotates some types only is scored on those)."""
     limits = {label: float(sigmoid(value)) for label, value in thresholds.items()}
     kept = [[e for e in found if e.score > limits[e.type]] for found in candidates]
-    return [select_flat(found) for found in kept] if flat else kept
+    decoded = [select_flat(found) for found in kept] if flat else kept
+    return scored_predictions(records, decoded) if records is not None else decoded
 
 
 def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Sequence[Entity]],
-                      labels: Sequence[str], default: float, flat: bool,
-                      grid: Sequence[float] = GRID) -> Dict[str, float]:
+                      labels: Sequence[str], default: float, flat: bool, grid: Sequence[float] = GRID,
+                      records: Optional[Sequence[Record]] = None) -> Dict[str, float]:
     """Type -> the grid threshold with the best F1 of that type; types without gold spans keep ``default``."""
     grid = sorted(set(grid) | {default})
     thresholds = {label: default for label in labels}
@@ -56,7 +59,7 @@ def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Seq
                 continue
 
             def quality(value: float):
-                predicted = apply_thresholds(candidates, {**thresholds, label: value}, flat)
+                predicted = apply_thresholds(candidates, {**thresholds, label: value}, flat, records)
                 return span_report(gold, predicted, labels)["per_type"][label]["f1"], -abs(value - default)
 
             thresholds[label] = max(grid, key=quality)
@@ -64,11 +67,11 @@ def choose_thresholds(candidates: Sequence[Sequence[Entity]], gold: Sequence[Seq
 
 
 def choose_shared_threshold(candidates: Sequence[Sequence[Entity]], gold: Sequence[Sequence[Entity]],
-                            labels: Sequence[str], default: float, flat: bool,
-                            grid: Sequence[float] = GRID) -> Dict[str, float]:
+                            labels: Sequence[str], default: float, flat: bool, grid: Sequence[float] = GRID,
+                            records: Optional[Sequence[Record]] = None) -> Dict[str, float]:
     """Type -> the one grid threshold with the best micro F1 over all types."""
     def quality(value: float):
-        predicted = apply_thresholds(candidates, {label: value for label in labels}, flat)
+        predicted = apply_thresholds(candidates, {label: value for label in labels}, flat, records)
         return span_report(gold, predicted, labels)["micro"]["f1"], -abs(value - default)
 
     best = max(sorted(set(grid) | {default}), key=quality)
@@ -81,15 +84,17 @@ def fit_thresholds(extractor, records, labels: Sequence[str], default: float, ki
     gold = [r.entities for r in records]
     candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
     choose = choose_thresholds if kind == "per_type" else choose_shared_threshold
-    thresholds = choose(candidates, gold, labels, default, extractor.flat)
+    thresholds = choose(candidates, gold, labels, default, extractor.flat, records=records)
     return {"kind": kind, "texts": len(records),
-            **calibration_report(candidates, gold, labels, default, thresholds, extractor.flat)}
+            **calibration_report(candidates, gold, labels, default, thresholds, extractor.flat, records)}
 
 
-def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool) -> dict:
+def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool,
+                       records: Optional[Sequence[Record]] = None) -> dict:
     """F1 before and after, per type and micro; thresholds as minimum scores (probabilities)."""
-    before = span_report(gold, apply_thresholds(candidates, {label: default for label in labels}, flat), labels)
-    after = span_report(gold, apply_thresholds(candidates, thresholds, flat), labels)
+    before = span_report(gold, apply_thresholds(candidates, {label: default for label in labels}, flat, records),
+                         labels)
+    after = span_report(gold, apply_thresholds(candidates, thresholds, flat, records), labels)
     min_scores = {label: float(sigmoid(value)) for label, value in thresholds.items()}
     return {"min_scores": min_scores, "default_min_score": float(sigmoid(default)),
             "micro_f1": {"before": before["micro"]["f1"], "after": after["micro"]["f1"]},

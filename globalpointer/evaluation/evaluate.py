@@ -30,16 +30,22 @@ def labelled_records(path: Sources, reading: dict, labels: Sequence[str], traine
     return records
 
 
+def scored_predictions(records: Sequence[Record], predicted: Sequence[List[Entity]]) -> List[List[Entity]]:
+    """What is scored of each record's predictions: of a record whose file annotates some types only
+    (``Record.types``), the entities of those types; what the model finds of the others can be neither
+    right nor wrong there."""
+    return [[e for e in found if e.type in record.types] if record.types else list(found)
+            for record, found in zip(records, predicted)]
+
+
 def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]) -> Evaluation:
     """Span precision / recall / F1 of ``extractor`` (anything with ``extract(texts)``) on ``records``.
-    A record whose file annotates some types only (``Record.types``) is scored on those: what the
-    model finds of the others can be neither right nor wrong there.  Records of data entries get a
+    A record whose file annotates some types only is scored on those (``scored_predictions``).  Records of data entries get a
     report per entry too (``sources``), each over its entry's types."""
     started = time.perf_counter()
     predicted = extractor.extract([record.text for record in records])
     seconds = time.perf_counter() - started
-    predicted = [[e for e in found if e.type in record.types] if record.types else found
-                 for record, found in zip(records, predicted)]
+    predicted = scored_predictions(records, predicted)
     gold = [record.entities for record in records]
     # the types some record is scored on: a type no entry declares has neither a row nor a part in macro F1
     scored = labels if any(not record.types for record in records) else \
