@@ -1,7 +1,8 @@
 """Done means the next command accepts it: every artifact a command writes, read by every command that
 reads it.  Writers (rows): a checkpoint from train, from train --init-from (types listed in another
 order than the model's), from train --resume, from a Label Studio round that adds a type, from train
-with model.lexicon (a word list the model keeps); a float32 and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
+with model.lexicon (a word list the model keeps), from train with thresholds fitted on its dev file
+(train.calibrate); a float32 and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
 serve, export, calibrate, train --init-from.  Each cell checks that the reader exits 0 (or answers
 200) and that what it reads is what was written: the model's types in labels.json's order, the same
 entities as the model predicts when loaded."""
@@ -90,6 +91,8 @@ def writers(tmp_path_factory):
                            f"output_dir={root / 'lexicon'}"]) == 0
     finally:
         os.chdir(cwd)
+    assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set", f"output_dir={root / 'fitted'}"]) == 0
+    assert (root / "fitted" / "best" / "thresholds.json").is_file()
     calibrated = root / "calibrated"
     shutil.copytree(root / "plain" / "best", calibrated)
     assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
@@ -99,11 +102,12 @@ def writers(tmp_path_factory):
             "train --resume": root / "init" / "last", "calibrate": calibrated,
             "Label Studio round": label_studio_round(str(base), root),
             "export float32": root / "export", "export int8": root / "export",
-            "train model.lexicon": root / "lexicon" / "best", "dev": dev}
+            "train model.lexicon": root / "lexicon" / "best", "train train.calibrate": root / "fitted" / "best",
+            "dev": dev}
 
 
 WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
-           "export int8", "train model.lexicon"]
+           "export int8", "train model.lexicon", "train train.calibrate"]
 
 
 def settings_of(writer):
@@ -151,7 +155,8 @@ def test_serve_reads_it(writers, writer):
         assert client.get("/v1/labels").json()["labels"] == ner.labels
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train model.lexicon"])
+@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train model.lexicon",
+                                    "train train.calibrate"])
 def test_export_reads_it(writers, writer, tmp_path):
     model = str(writers[writer])
     assert main(["export", "--model", model, "--output", str(tmp_path / "export")]) == 0
@@ -175,9 +180,10 @@ def test_calibrate_reads_it(writers, writer, tmp_path):
     assert list(scores) == globalpointer.load(str(model)).labels
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round"])
+@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "train train.calibrate"])
 def test_init_from_reads_it(writers, writer, tmp_path):
     config = tiny_config(tmp_path, train__epochs=1)
     assert train_main(["--config", config, "--init-from", str(writers[writer]), "--set",
                        "data.labels=[ORG, PER, LOC]"]) == 0
     assert globalpointer.load(str(tmp_path / "run" / "best")).labels == labels_of(str(writers[writer]))
+    assert not (tmp_path / "run" / "best" / "thresholds.json").exists()  # the base's scores were for the base
