@@ -58,8 +58,8 @@ def run(config: str, settings, output_dir: str) -> dict:
 
 def scored_f1(summary: dict, output_dir: str, score_file: str = ""):
     """("dev", dev F1), or ("test", test F1) for a run without a dev file, or ("held-out", F1) on
-    ``score_file``: of the best checkpoint as ``evaluate.py`` loads it, which must agree with what
-    training reported."""
+    ``score_file``: of the best checkpoint as ``evaluate.py`` loads it (with the thresholds training
+    fitted on the dev file, ``train.calibrate``: on dev, above what training reported for it)."""
     split = "held-out" if score_file else "dev" if summary.get("best_dev_f1") is not None else "test"
     report = os.path.join(output_dir, f"{split}_report.loaded.json")
     if not os.path.exists(report):
