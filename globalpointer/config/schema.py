@@ -116,8 +116,9 @@ class ModelConfig:
     min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
                             "entity, the sigmoid of its logit) is above this; between 0 and 1",
                             bounds=Bounds(0, 1, low_included=False, high_included=False))
-    use_calibration: bool = _opt(True, "span heads: use the per-type minimum scores of the model directory's "
-                                 "thresholds.json (globalpointer calibrate) when it has one; "
+    use_calibration: bool = _opt(True, "span heads: use the minimum scores of the model directory's "
+                                 "thresholds.json (fitted by training, train.calibrate, or by globalpointer "
+                                 "calibrate) when it has one; "
                                  "false: model.min_score for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
 

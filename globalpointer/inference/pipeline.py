@@ -170,9 +170,10 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     calibrated = opened.min_scores if config.model.use_calibration else None
     if calibrated is not None:
         threshold = [score_logit(score) for score in calibrated]
-        log.info("%s/%s: per-type minimum scores %s (model.use_calibration=false: %g for all)", directory,
-                 THRESHOLDS, ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated)),
-                 config.model.min_score)
+        scores = f"{calibrated[0]:.3g} for every type" if len(set(calibrated)) == 1 else \
+            "per type " + ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated))
+        log.info("%s/%s: minimum score %s (model.use_calibration=false: %g for all)", directory, THRESHOLDS,
+                 scores, config.model.min_score)
     decode = trained_for.decoding(config.model.decode)
     log.info("%s: %s backend on %s, %s entities%s", directory, chosen, runtime.device, decode,
              " (model.decode auto: no training text had overlapping ones)"
