@@ -100,7 +100,10 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if stopped_early and state.runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
     summary = run_summary(state, stopped_early)
-    if state.dev_records and config.train.calibrate != "none" and HEADS[config.model.head].span_scores:
+    fit = bool(state.dev_records) and config.train.calibrate != "none" and HEADS[config.model.head].span_scores
+    if (fit or state.test_records) and state.runtime.is_main:  # the main process decodes the saved model
+        load_weights(state.network, resolve_checkpoint(state.run.best))
+    if fit:
         summary["thresholds"] = fit_best_thresholds(state)
     if state.test_records:
         summary["test"] = test_best(state)
@@ -311,14 +314,13 @@ def run_summary(state: Training, stopped_early: bool) -> dict:
 
 
 def fit_best_thresholds(state: Training) -> Optional[dict]:
-    """train.calibrate: the best checkpoint's minimum scores fitted on the dev file, written into it
-    as thresholds.json (by the main process, which decodes); the run's extractor decodes with them from
-    here on, so the test report is what the saved model gives.  The fitted thresholds' kind, scores and
-    dev F1 before and after, for the summary."""
+    """train.calibrate: the minimum scores of the best checkpoint (loaded into the network) fitted on
+    the dev file, written into it as thresholds.json (by the main process, which decodes); the run's
+    extractor decodes with them from here on, so the test report is what the saved model gives.  The
+    fitted thresholds' kind, scores and dev F1 before and after, for the summary."""
     if not state.runtime.is_main:
         return None
     config, labels = state.config, state.labels
-    load_weights(state.network, resolve_checkpoint(state.run.best))
     report = fit_thresholds(state.extractor, state.dev_records, labels, score_logit(config.model.min_score),
                             config.train.calibrate)
     report = {"data": sources_name(config.data.dev, "data.dev"), **report}
@@ -333,10 +335,8 @@ def fit_best_thresholds(state: Training) -> Optional[dict]:
 
 
 def test_best(state: Training) -> Optional[dict]:
-    """The test report of the best checkpoint, loaded into the network (the main process decodes);
-    its micro scores, for the summary."""
-    if state.runtime.is_main:
-        load_weights(state.network, resolve_checkpoint(state.run.best))
+    """The test report of the best checkpoint (loaded into the network by the main process, which
+    decodes); its micro scores, for the summary."""
     report, _ = evaluate_on_main(state.extractor, state.test_records, state.labels, state.runtime)
     if not state.runtime.is_main:
         return None
