@@ -381,6 +381,37 @@ def drop_compiled(directory: str, why: str) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def prune_compiled(kept: str, budget_mb: int) -> List[str]:
+    """The compiled programs beside the entry ``kept`` (just built) that do not fit in ``budget_mb``
+    MB with it, the least recently run first, removed (0: no bound); the removed entries' folders.
+    A process running one of them has already loaded it; one about to load it drops it with a warning
+    and runs its checkpoint."""
+    if not budget_mb:
+        return []
+    root = os.path.dirname(kept)
+    entries = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if path != kept and os.path.isdir(path) and not os.path.islink(path):
+            with contextlib.suppress(OSError):  # another process removed it meanwhile
+                entries.append((os.path.getmtime(path), _folder_bytes(path), path))
+    room = budget_mb * 2 ** 20 - _folder_bytes(kept)
+    removed = []
+    for _, size, path in sorted(entries, reverse=True):  # the most recently run keep their places first
+        room -= size
+        if room < 0:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if removed:
+        log.info("compiled program cache: %d least recently run program(s) removed to stay within "
+                 "inference.compiled_cache_mb (%d MB)", len(removed), budget_mb)
+    return removed
+
+
+def _folder_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
+
+
 def runs_compiled(opened: "ModelDirectory", config: RunConfig) -> bool:
     """Whether a run of ``config`` on the model ``opened`` may run the program compiled from it: a
     checkpoint, ``inference.backend: auto``, and the network the program was compiled from (the
@@ -416,6 +447,8 @@ def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> O
         last_line = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
         drop_compiled(program_directory, f"it does not load: {last_line}")
         return None
+    with contextlib.suppress(OSError):  # when it last ran: the cache's bound removes the least recent first
+        os.utime(program_directory)
     log.info("%s: running the program compiled from it, %s (inference.backend=dynamic: the checkpoint itself)",
              opened.path, program_directory)
     return "paddle-inference", network

@@ -1,10 +1,14 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 from helpers import ROOT
 
 # programs compiled from the tests' checkpoints stay out of the user's cache (subprocesses inherit it)
 os.environ["GLOBALPOINTER_CACHE"] = tempfile.mkdtemp(prefix="globalpointer-test-cache-")
+# a few hundred MB a session: leaving it behind fills the disk of a machine that runs the suite often
+atexit.register(shutil.rmtree, os.environ["GLOBALPOINTER_CACHE"], ignore_errors=True)
 # the folder holding the public sets (DIR/<set>/): $GLOBALPOINTER_DATA, else ../shared/data
 SHARED_DATA = os.environ.get("GLOBALPOINTER_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 

@@ -168,3 +168,45 @@ def test_a_cache_inside_the_model_directory_writes_nothing_into_it(checkpoint_co
                              str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
     assert sorted(os.listdir(checkpoint_copy)) == before
     assert "lies inside the model directory" in caplog.text and "point it elsewhere" in caplog.text
+
+
+def fake_entry(root, name, megabytes, ran_at):
+    entry = root / name
+    entry.mkdir(parents=True)
+    (entry / "inference.pdiparams").write_bytes(b"\0" * (megabytes * 2 ** 20))
+    os.utime(entry, (ran_at, ran_at))
+    return entry
+
+
+def test_the_cache_keeps_the_most_recently_run_programs_within_its_bound(tmp_path):
+    from globalpointer.checkpoint import prune_compiled
+
+    root = tmp_path / "compiled"
+    old, older, recent = (fake_entry(root, name, 3, at) for name, at in (("old", 2000), ("older", 1000),
+                                                                          ("recent", 3000)))
+    new = fake_entry(root, "new", 4, 500)  # the one just built, whatever its time
+    assert prune_compiled(str(new), 0) == [] and len(os.listdir(root)) == 4  # 0: no bound
+    assert prune_compiled(str(new), 9) == [str(old), str(older)]  # 4 + 3 fit in 9 MB, 4 + 3 + 3 do not
+    assert sorted(os.listdir(root)) == ["new", "recent"]
+    assert prune_compiled(str(new), 1) == [str(recent)] and os.listdir(root) == ["new"]  # never the new one
+
+
+def test_a_compile_makes_room_and_a_run_counts_as_recent(trained, tmp_path, monkeypatch, caplog):
+    """Compiling into a full cache removes the least recently run programs; running a cached program
+    makes it the most recent."""
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    best = trained / "run" / "best"
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(open(trained / "dev.jsonl", encoding="utf-8").readlines()[:20]), encoding="utf-8")
+    predict(best, source, tmp_path / "first.out")
+    (compiled,) = os.listdir(tmp_path / "cache" / "compiled")
+    os.utime(tmp_path / "cache" / "compiled" / compiled, (1000, 1000))
+    predict(best, source, tmp_path / "second.out")  # runs it: now the most recent
+    assert os.path.getmtime(tmp_path / "cache" / "compiled" / compiled) > 1000
+
+    stale = fake_entry(tmp_path / "cache" / "compiled", "stale", 1, 1000)
+    changed = changed_copy(best, tmp_path / "changed")
+    with caplog.at_level("INFO"):
+        predict(changed, source, tmp_path / "changed.out", "--set", "inference.compiled_cache_mb=1")
+    assert "2 least recently run program(s) removed" in caplog.text and not stale.exists()  # and the first
+    assert len(os.listdir(tmp_path / "cache" / "compiled")) == 1

@@ -193,6 +193,11 @@ class InferenceConfig:
                                         "$GLOBALPOINTER_CACHE) and runs instead of the dynamic graph (2,000 CLUENER "
                                         "texts: 19.4 s instead of 31.2 s); a cached one is used whatever the input; 0: "
                                         "never compile", bounds=NON_NEGATIVE)
+    compiled_cache_mb: int = _opt(2048, "the compiled programs the cache keeps, in MB at most: after a compile, the "
+                                        "least recently run others are removed until they fit (a program is about "
+                                        "the size of its checkpoint's weights, 91 MB for the quickstart's), so a "
+                                        "machine that predicts with many checkpoints does not fill its disk; 0: no "
+                                        "bound", bounds=NON_NEGATIVE)
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
                                   "the longest window of the call, each still read alone: fewer forward passes, less "
                                   "padding (false: a row per window)")

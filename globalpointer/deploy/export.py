@@ -165,7 +165,7 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
-    from ..checkpoint import compiled_program, runs_compiled, verified_program
+    from ..checkpoint import compiled_program, prune_compiled, runs_compiled, verified_program
 
     opened = open_model(model)
     if opened.export or launch_position()[1] > 1 or not paddle_writes_exports():
@@ -188,6 +188,7 @@ def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], line
         return
     log.info("%s: compiled into a Paddle Inference program in %.1f s, cached in %s (%d input lines >= "
              "inference.compile_from_lines)", checkpoint, time.perf_counter() - start, entry.directory, lines)
+    prune_compiled(entry.directory, config.inference.compiled_cache_mb)
 
 
 # What Paddle and paddle2onnx print while an export is built that no user can act on: a static-graph
