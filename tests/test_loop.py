@@ -1,6 +1,8 @@
 """training/loop.py and step.py: a run that diverges stops in one line and keeps nothing from the
 diverged weights."""
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from globalpointer.checkpoint import load_checkpoint
 from globalpointer.cli import train_main
@@ -32,7 +34,7 @@ def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_pa
     """train.patience watches the dev F1: with no data.dev the run trains every epoch and keeps the
     last, and says so with what to do; with a dev file, or patience 0, nothing is said."""
     config = tiny_config(tmp_path, train__epochs=1)
-    warned = "data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all train.epochs (1)"
+    warned = "data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all train.epochs (1, or fewer within train.max_steps 3000)"
     assert train_main(["--config", config, "--set", "data.dev=", "--set", "train.patience=2"]) == 0
     assert warned in caplog.text and "name one with data.dev" in caplog.text
     caplog.clear()
@@ -40,3 +42,40 @@ def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_pa
     assert "data.dev is empty" not in caplog.text
     assert train_main(["--config", config, "--overwrite", "--set", "data.dev="]) == 0  # tiny_config: patience 0
     assert "data.dev is empty" not in caplog.text
+
+
+@given(st.integers(1, 50), st.integers(1, 500), st.integers(0, 5000))
+def test_the_planned_length_is_the_whole_epochs_that_reach_max_steps(epochs, steps_per_epoch, max_steps):
+    from globalpointer.config import TrainConfig
+    from globalpointer.training.loop import planned_epochs
+
+    planned = planned_epochs(TrainConfig(epochs=epochs, max_steps=max_steps), steps_per_epoch)
+    assert 1 <= planned <= epochs
+    if max_steps == 0 or epochs * steps_per_epoch <= max_steps:
+        assert planned == epochs
+    else:  # the first whole epoch at or past max_steps
+        assert planned * steps_per_epoch >= max_steps > (planned - 1) * steps_per_epoch
+
+
+def test_max_steps_trains_what_as_many_epochs_would(tmp_path):
+    """A run cut to 2 epochs by train.max_steps is the run of train.epochs 2: the same steps, the same
+    schedule, the same weights; its summary says what it planned."""
+    import json
+
+    from globalpointer.model.weights import read_state
+
+    def run(name, *settings):
+        config = tiny_config(tmp_path / name)
+        assert train_main(["--config", config, *settings]) == 0
+        summary = json.loads((tmp_path / name / "run" / "summary.json").read_text())
+        return summary, read_state(str(tmp_path / name / "run" / "best" / "model.safetensors"))
+
+    for name in ("one", "two", "cut"):
+        (tmp_path / name).mkdir()
+    steps_per_epoch = run("one", "--set", "train.epochs=1")[0]["steps"]
+    two, two_weights = run("two", "--set", "train.epochs=2")
+    cut, cut_weights = run("cut", "--set", f"train.max_steps={2 * steps_per_epoch - 1}")  # tiny_config: 6 epochs
+    assert (cut["epochs_planned"], cut["epochs_completed"], cut["steps"]) == (2, 2, 2 * steps_per_epoch)
+    assert two["epochs_planned"] == 2 and two_weights.keys() == cut_weights.keys()
+    for key in two_weights:
+        np.testing.assert_array_equal(two_weights[key], cut_weights[key])

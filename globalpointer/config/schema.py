@@ -131,6 +131,11 @@ class TrainConfig:
     epochs: int = _opt(12, "passes over the training data at most: with a dev file, training stops after "
                             "train.patience evaluations without a better dev F1 and keeps the best (the best "
                             "epoch was 6 to 11 on 1,000-text slices, docs/results.md)", bounds=POSITIVE)
+    max_steps: int = _opt(3000, "a ceiling on training's length in optimizer steps, rounded up to a whole epoch: "
+                                "the shorter of it and train.epochs is trained, the learning rate decaying over "
+                                "it. A large file needs fewer epochs: CoNLL-2003's 14,041 sentences train 4, the "
+                                "F1 of the 12-epoch ceiling in about half its time (docs/results.md); files of up to "
+                                "4,000 texts keep train.epochs. 0: train.epochs alone", bounds=NON_NEGATIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
     lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
                            "ELECTRA-Small's rate for small encoders; with the decay and training length by dev "

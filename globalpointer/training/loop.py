@@ -80,6 +80,7 @@ class Training:
     progress: Progress
     extractor: Extractor
     steps_per_epoch: int
+    epochs: int  # what the run trains: train.epochs, or fewer within train.max_steps (planned_epochs)
     planes: Optional[np.ndarray]  # the types each training record annotates (data/sources.py); None: all
 
 
@@ -133,9 +134,9 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
     if not dev_records and train.patience:
         log.warning("data.dev is empty: train.patience (%d) has no dev F1 to watch, so training runs all train.epochs "
-                    "(%d) and keeps the last model; the defaults' length is chosen on a dev file "
-                    "(docs/results.md): name one with data.dev, or set train.epochs to the length you want",
-                    train.patience, train.epochs)
+                    "(%d, or fewer within train.max_steps %d) and keeps the last model; the defaults' length is "
+                    "chosen on a dev file (docs/results.md): name one with data.dev, or set train.epochs to the "
+                    "length you want", train.patience, train.epochs, train.max_steps)
     test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
@@ -158,16 +159,29 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
         start_from(network, start.network)
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
-    optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * train.epochs)
+    epochs = planned_epochs(train, steps_per_epoch)
+    optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu)
     run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
-    progress = restore(run.last, config, network, optimizer, stepper.ema, resume_anyway) if resume else Progress()
+    progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
+        else Progress()
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
-                    optimizer, stepper, run, progress, extractor, steps_per_epoch, planes)
+                    optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes)
+
+
+def planned_epochs(train, steps_per_epoch: int) -> int:
+    """``train.epochs``, or fewer: the whole epochs that first reach ``train.max_steps`` steps."""
+    if not train.max_steps or steps_per_epoch * train.epochs <= train.max_steps:
+        return train.epochs
+    epochs = math.ceil(train.max_steps / steps_per_epoch)
+    log.info("training length: %d epoch(s) of %d steps, within train.max_steps (%d) rounded up to a whole epoch "
+             "(train.epochs %d is the ceiling for smaller training files)", epochs, steps_per_epoch,
+             train.max_steps, train.epochs)
+    return epochs
 
 
 # A training text cut into more windows than this is likely several texts read as one (a tagged file's
@@ -240,12 +254,12 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     may stop early by leaving the loop."""
     config, progress, train = state.config, state.progress, state.config.train
     state.network.train()
-    bar = tqdm(total=state.steps_per_epoch * train.epochs, initial=progress.global_step, desc="train", unit="step",
+    bar = tqdm(total=state.steps_per_epoch * state.epochs, initial=progress.global_step, desc="train", unit="step",
                disable=not state.runtime.is_main, dynamic_ncols=True)
     losses: List[float] = []
     progress.start_clock()
     with bar:
-        while progress.epoch < train.epochs and not stop.requested:
+        while progress.epoch < state.epochs and not stop.requested:
             batches = epoch_batches(state.windows, config, state.runtime, progress.epoch)
             for first in range(progress.batch_in_epoch, len(batches), train.grad_accum_steps):
                 step_batches = batches[first:first + train.grad_accum_steps]
@@ -306,7 +320,8 @@ def run_summary(state: Training, stopped_early: bool) -> dict:
     progress = state.progress
     return {"best_dev_f1": progress.best_f1 if state.dev_records else None, "best_step": progress.best_step,
             "best_dev_f1_without_average": progress.best_f1_without_average,
-            "steps": progress.global_step, "epochs_completed": progress.epoch, "stopped_early": stopped_early,
+            "steps": progress.global_step, "epochs_planned": state.epochs, "epochs_completed": progress.epoch,
+            "stopped_early": stopped_early,
             "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
             "train_windows": len(state.windows), "gold_spans_lost_in_alignment": state.alignment.lost,
             "gold_spans_dropped_by_head": progress.dropped_gold, "labels": state.labels,

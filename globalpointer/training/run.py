@@ -238,7 +238,10 @@ class RunDirectory:
             atomic_write_json(os.path.join(self.path, name), value)
 
 
-def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EMA], resume_anyway: bool) -> Progress:
+def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, ema: Optional[EMA],
+            resume_anyway: bool) -> Progress:
+    """Where the run in ``last_dir`` stood, its weights and optimizer state loaded; ``epochs``: what the
+    run trains (``train.epochs``, or fewer within ``train.max_steps``)."""
     directory = resolve_checkpoint(last_dir)
     conflicts = resume_conflicts(read_record(directory)[0], config)
     if conflicts and not resume_anyway:
@@ -255,10 +258,10 @@ def restore(last_dir: str, config: RunConfig, model, optimizer, ema: Optional[EM
     optimizer.set_state_dict(optimizer_state)
     if ema is not None:
         ema.set_state_dict(read_state(os.path.join(directory, EMA_STATE)))
-    if progress.epoch >= config.train.epochs:  # progress.epoch counts the epochs done
+    if progress.epoch >= epochs:  # progress.epoch counts the epochs done
         log.info("resumed from %s at step %d: its %d epoch(s) are done, nothing is left to train (raise "
-                 "train.epochs to train on)", last_dir, progress.global_step, progress.epoch)
+                 "train.epochs, or train.max_steps, to train on)", last_dir, progress.global_step, progress.epoch)
     else:
         log.info("resumed from %s at step %d (epoch %d of %d)", last_dir, progress.global_step, progress.epoch + 1,
-                 config.train.epochs)
+                 epochs)
     return progress
