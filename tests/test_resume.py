@@ -158,20 +158,22 @@ def test_resume_from_an_empty_weights_file(tmp_path, capsys):
     assert "last/model.safetensors is corrupted or unreadable" in capsys.readouterr().err
 
 
-def test_a_run_saved_before_boundary_smoothing_resumes_as_it_began(tmp_path, capsys):
-    """A run of an earlier version saved no train.boundary_smoothing and trained without it; the
-    default is now 0.2, so its record reads 0 and a resume with the default is refused by name."""
+@pytest.mark.parametrize("key, earlier, now", [("boundary_smoothing", "0.0", "0.2"), ("max_steps", "0", "3000")])
+def test_a_run_saved_before_a_key_resumes_as_it_began(tmp_path, capsys, key, earlier, now):
+    """A run of an earlier version saved no train.boundary_smoothing (train.max_steps) and trained
+    without it; the default is now 0.2 (3000), so its record reads 0 and a resume with the default is
+    refused by name."""
     import yaml
 
     config = tiny_config(tmp_path, train__epochs=1)
     assert train_main(["--config", config]) == 0
     for path in [config, *glob.glob(str(tmp_path / "run" / "**" / "config.yaml"), recursive=True)]:
         tree = yaml.safe_load(open(path, encoding="utf-8"))
-        tree["train"].pop("boundary_smoothing")  # as an earlier version wrote it (the user's config too)
+        tree["train"].pop(key, None)  # as an earlier version wrote it (the user's config too)
         with open(path, "w", encoding="utf-8") as out:
             yaml.safe_dump(tree, out)
     capsys.readouterr()
     assert train_main(["--config", config, "--resume"]) == 2
-    assert "train.boundary_smoothing was 0.0, now 0.2" in capsys.readouterr().err
-    code = train_main(["--config", config, "--resume", "--set", "train.boundary_smoothing=0"])
+    assert f"train.{key} was {earlier}, now {now}" in capsys.readouterr().err
+    code = train_main(["--config", config, "--resume", "--set", f"train.{key}={earlier}"])
     assert code == 0, capsys.readouterr().err
