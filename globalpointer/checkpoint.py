@@ -21,8 +21,9 @@ from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load
                      override_text, with_overrides, yaml_scalar)
 from .data.lexicon import Lexicon, saved_lexicon
 from .errors import CheckpointError, ConfigError, UserError
-from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, atomic_write_text, cache_directory, check_format_version,
-                    contains, locate_model, partial_directory, read_export_info, read_json, swap_in_directory)
+from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, PARTIAL, PREVIOUS, atomic_write_text, cache_directory,
+                    check_format_version, contains, locate_model, partial_directory, read_export_info, read_json,
+                    swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -385,14 +386,16 @@ def prune_compiled(kept: str, budget_mb: int) -> List[str]:
     """The compiled programs beside the entry ``kept`` (just built) that do not fit in ``budget_mb``
     MB with it, the least recently run first, removed (0: no bound); the removed entries' folders.
     A process running one of them has already loaded it; one about to load it drops it with a warning
-    and runs its checkpoint."""
+    and runs its checkpoint.  A folder another process is writing or swapping (``PARTIAL``,
+    ``PREVIOUS``) is its to finish or remove."""
     if not budget_mb:
         return []
     root = os.path.dirname(kept)
     entries = []
     for name in os.listdir(root):
         path = os.path.join(root, name)
-        if path != kept and os.path.isdir(path) and not os.path.islink(path):
+        if path != kept and PARTIAL not in name and PREVIOUS not in name and os.path.isdir(path) \
+                and not os.path.islink(path):
             with contextlib.suppress(OSError):  # another process removed it meanwhile
                 entries.append((os.path.getmtime(path), _folder_bytes(path), path))
     room = budget_mb * 2 ** 20 - _folder_bytes(kept)

@@ -185,10 +185,12 @@ def test_the_cache_keeps_the_most_recently_run_programs_within_its_bound(tmp_pat
     old, older, recent = (fake_entry(root, name, 3, at) for name, at in (("old", 2000), ("older", 1000),
                                                                           ("recent", 3000)))
     new = fake_entry(root, "new", 4, 500)  # the one just built, whatever its time
-    assert prune_compiled(str(new), 0) == [] and len(os.listdir(root)) == 4  # 0: no bound
+    building = fake_entry(root, "other.partial-x1", 3, 100)  # another process's compile, not yet swapped in
+    assert prune_compiled(str(new), 0) == [] and len(os.listdir(root)) == 5  # 0: no bound
     assert prune_compiled(str(new), 9) == [str(old), str(older)]  # 4 + 3 fit in 9 MB, 4 + 3 + 3 do not
-    assert sorted(os.listdir(root)) == ["new", "recent"]
-    assert prune_compiled(str(new), 1) == [str(recent)] and os.listdir(root) == ["new"]  # never the new one
+    assert sorted(os.listdir(root)) == ["new", "other.partial-x1", "recent"]
+    assert prune_compiled(str(new), 1) == [str(recent)]  # never the new one, nor one being written
+    assert sorted(os.listdir(root)) == ["new", "other.partial-x1"] and building.exists()
 
 
 def test_a_compile_makes_room_and_a_run_counts_as_recent(trained, tmp_path, monkeypatch, caplog):
