@@ -232,6 +232,23 @@ def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path,
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["best_dev_f1"] > 0.5
     assert len(seen) >= summary["steps"] and set(seen) == {(0.2, 2)}
+    assert summary["boundary_smoothing"] == 0.2
+
+
+@pytest.mark.parametrize("max_texts, applied", [(240, 0.2), (239, 0.0), (0, 0.2)])
+def test_boundary_smoothing_is_off_for_a_training_file_beyond_its_size(tmp_path, monkeypatch, max_texts, applied):
+    """train.boundary_smoothing_max_texts: a file of more texts trains on hard targets, and the
+    summary says what was applied (tiny_config: 240 training texts)."""
+    from globalpointer.cli import train_main
+    from globalpointer.training import step
+
+    seen = []
+    monkeypatch.setattr(step, "smoothed_targets", lambda *args: seen.append(args[3]) or smoothed_targets(*args))
+    config = tiny_config(tmp_path, train__epochs=1, train__boundary_smoothing=0.2,
+                         train__boundary_smoothing_max_texts=max_texts)
+    assert train_main(["--config", config]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["boundary_smoothing"] == applied and set(seen) == ({applied} if applied else set())
 
 
 def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
@@ -243,3 +260,4 @@ def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_i
     monkeypatch.setattr(step, "smoothed_targets", lambda *args: pytest.fail("a tagger has no span targets"))
     config = tiny_config(tmp_path, train__epochs=1, train__boundary_smoothing=0.2, model__head="softmax_tagger")
     assert train_main(["--config", config]) == 0
+    assert json.load(open(tmp_path / "run" / "summary.json"))["boundary_smoothing"] == 0.0

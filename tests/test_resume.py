@@ -158,11 +158,12 @@ def test_resume_from_an_empty_weights_file(tmp_path, capsys):
     assert "last/model.safetensors is corrupted or unreadable" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("key, earlier, now", [("boundary_smoothing", "0.0", "0.2"), ("max_steps", "0", "3000")])
+@pytest.mark.parametrize("key, earlier, now", [("boundary_smoothing", "0.0", "0.2"), ("max_steps", "0", "3000"),
+                                               ("boundary_smoothing_max_texts", "0", "5000")])
 def test_a_run_saved_before_a_key_resumes_as_it_began(tmp_path, capsys, key, earlier, now):
-    """A run of an earlier version saved no train.boundary_smoothing (train.max_steps) and trained
-    without it; the default is now 0.2 (3000), so its record reads 0 and a resume with the default is
-    refused by name."""
+    """A run of an earlier version saved no train.boundary_smoothing (train.max_steps,
+    train.boundary_smoothing_max_texts) and trained without it; the default is now 0.2 (3000, 5000),
+    so its record reads 0 and a resume with the default is refused by name."""
     import yaml
 
     config = tiny_config(tmp_path, train__epochs=1)

@@ -261,7 +261,8 @@ def absolute_paths(value: Any, folder: str) -> Any:
 
 # Keys added after runs were first saved whose default changes what a run does: a saved config without
 # one was trained as this value says (read back, a run of an earlier version resumes as it began).
-BEFORE_THE_KEY = {("train", "boundary_smoothing"): 0.0, ("train", "max_steps"): 0}
+BEFORE_THE_KEY = {("train", "boundary_smoothing"): 0.0, ("train", "max_steps"): 0,
+                  ("train", "boundary_smoothing_max_texts"): 0}
 
 
 def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Override]] = None,

@@ -161,7 +161,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     epochs = planned_epochs(train, steps_per_epoch)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * epochs)
-    stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu)
+    stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu,
+                      applied_smoothing(train, len(train_records), network.head.smooths_boundaries))
     run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
     progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
         else Progress()
@@ -182,6 +183,18 @@ def planned_epochs(train, steps_per_epoch: int) -> int:
              "(train.epochs %d is the ceiling for smaller training files)", epochs, steps_per_epoch,
              train.max_steps, train.epochs)
     return epochs
+
+
+def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
+    """``train.boundary_smoothing``, or 0 for a head without span targets or a training file of more
+    than ``train.boundary_smoothing_max_texts`` texts."""
+    if not train.boundary_smoothing or not head_smooths:
+        return 0.0
+    if train.boundary_smoothing_max_texts and texts > train.boundary_smoothing_max_texts:
+        log.info("boundary smoothing off: %d training texts, more than train.boundary_smoothing_max_texts (%d), "
+                 "where it loses F1 (docs/training.md)", texts, train.boundary_smoothing_max_texts)
+        return 0.0
+    return train.boundary_smoothing
 
 
 # A training text cut into more windows than this is likely several texts read as one (a tagged file's
@@ -321,6 +334,7 @@ def run_summary(state: Training, stopped_early: bool) -> dict:
     return {"best_dev_f1": progress.best_f1 if state.dev_records else None, "best_step": progress.best_step,
             "best_dev_f1_without_average": progress.best_f1_without_average,
             "steps": progress.global_step, "epochs_planned": state.epochs, "epochs_completed": progress.epoch,
+            "boundary_smoothing": state.stepper.smoothing,
             "stopped_early": stopped_early,
             "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
             "train_windows": len(state.windows), "gold_spans_lost_in_alignment": state.alignment.lost,

@@ -98,8 +98,9 @@ class Stepper:
     """The optimizer steps of a run: ``micro_batch`` for each of a step's (``train.grad_accum_steps``)
     batches, then ``update``.  ``model`` is the network, or its ``paddle.DataParallel`` wrapper."""
 
-    def __init__(self, model, network, optimizer, scheduler, train: TrainConfig, on_gpu: bool):
+    def __init__(self, model, network, optimizer, scheduler, train: TrainConfig, on_gpu: bool, smoothing: float):
         self.model, self.network, self.optimizer, self.scheduler, self.train = model, network, optimizer, scheduler, train
+        self.smoothing = smoothing  # train.boundary_smoothing as this run applies it (training.loop.applied_smoothing)
         self.dtype = amp_dtype(train.amp, on_gpu)
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if self.dtype == "float16" else None
         self.fgm = FGM(word_embeddings(network), train.adversarial_epsilon) if train.adversarial == "fgm" else None
@@ -112,9 +113,9 @@ class Stepper:
         inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
         planes = paddle.to_tensor(batch["annotated"]) if "annotated" in batch else None
         soft = None
-        if self.train.boundary_smoothing and self.network.head.smooths_boundaries:
+        if self.smoothing:
             soft = tuple(paddle.to_tensor(part) for part in smoothed_targets(
-                batch["gold"], batch["span_text"], self.network.head.tril_mask, self.train.boundary_smoothing,
+                batch["gold"], batch["span_text"], self.network.head.tril_mask, self.smoothing,
                 self.train.boundary_smoothing_size))
         # Data parallel: the gradients are summed in each process and all-reduced once, in the
         # step's last batch; all-reducing every batch would only move the same sum more often.
