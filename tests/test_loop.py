@@ -34,8 +34,8 @@ def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_pa
     """train.patience watches the dev F1: with no data.dev the run trains every epoch and keeps the
     last, and says so with what to do; with a dev file, or patience 0, nothing is said."""
     config = tiny_config(tmp_path, train__epochs=1)
-    warned = ("data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all train.epochs "
-              "(1, or fewer within train.max_steps 3000)")
+    warned = ("data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all "
+              "1 planned epoch(s) (train.epochs 1, train.max_steps 3000)")
     assert train_main(["--config", config, "--set", "data.dev=", "--set", "train.patience=2"]) == 0
     assert warned in caplog.text and "name one with data.dev" in caplog.text
     caplog.clear()

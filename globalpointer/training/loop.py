@@ -132,11 +132,6 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                           f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
                           f"or give the files as plain paths")
     dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
-    if not dev_records and train.patience:
-        log.warning("data.dev is empty: train.patience (%d) has no dev F1 to watch, so training runs all train.epochs "
-                    "(%d, or fewer within train.max_steps %d) and keeps the last model; the defaults' length is "
-                    "chosen on a dev file (docs/results.md): name one with data.dev, or set train.epochs to the "
-                    "length you want", train.patience, train.epochs, train.max_steps)
     test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
@@ -160,6 +155,11 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     epochs = planned_epochs(train, steps_per_epoch)
+    if not dev_records and train.patience:
+        log.warning("data.dev is empty: train.patience (%d) has no dev F1 to watch, so training runs all %d planned "
+                    "epoch(s) (train.epochs %d, train.max_steps %d) and keeps the last model; the defaults' length "
+                    "is chosen on a dev file (docs/results.md): name one with data.dev, or set train.epochs to the "
+                    "length you want", train.patience, epochs, train.epochs, train.max_steps)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu,
                       applied_smoothing(train, len(train_records), network.head.smooths_boundaries))
