@@ -192,7 +192,8 @@ def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
         return 0.0
     if train.boundary_smoothing_max_texts and texts > train.boundary_smoothing_max_texts:
         log.info("boundary smoothing off: %d training texts, more than train.boundary_smoothing_max_texts (%d), "
-                 "where it loses F1 (docs/training.md)", texts, train.boundary_smoothing_max_texts)
+                 "where it was level or lost F1 on the full sets measured (docs/training.md)", texts,
+                 train.boundary_smoothing_max_texts)
         return 0.0
     return train.boundary_smoothing
 
