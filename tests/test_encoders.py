@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -91,6 +92,31 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
     original = read_state(os.path.join(directory, "model.safetensors"))
     np.testing.assert_array_equal(converted["encoder.layers.5.linear2.weight"],
                                   original["encoder.layer.5.output.dense.weight"].T)
+
+
+def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
+    """A deleted (or reinstalled) encoder's converted copy is keyed by a file that no longer exists:
+    the next conversion removes it, and keeps the copies a source still reaches and those it cannot judge."""
+    from globalpointer.model import encoders
+
+    bundled = bundled_or_skip("all-MiniLM-L6-v2")
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    sources = []
+    for name in ("installed-before", "installed-now"):
+        source = tmp_path / name
+        source.mkdir()
+        for file in os.listdir(bundled):  # links: a source of its own path, the bundled weights' size and time
+            os.symlink(os.path.join(bundled, file), source / file)
+        sources.append(source)
+    before = encoders.convert_huggingface(str(sources[0]))
+    made_before_the_record = tmp_path / "cache" / "converted" / "0123456789abcdef"
+    made_before_the_record.mkdir()
+    assert encoders.convert_huggingface(str(sources[0])) == before  # reused, not converted again
+    shutil.rmtree(sources[0])
+    now = encoders.convert_huggingface(str(sources[1]))
+    assert sorted(os.listdir(tmp_path / "cache" / "converted")) == sorted(
+        [os.path.basename(now), made_before_the_record.name])
+    assert load_encoder(str(sources[1])).hidden_size == 384
 
 
 def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):

@@ -10,6 +10,8 @@
 import copy
 import hashlib
 import importlib.util
+import json
+import logging
 import os
 import shutil
 from typing import List, NamedTuple, Optional
@@ -17,6 +19,8 @@ from typing import List, NamedTuple, Optional
 from ..errors import CheckpointError, ConfigError, EncoderError
 from ..files import atomic_write_text, cache_directory, partial_directory, read_json
 from .weights import mismatches, read_state, save_state, summary
+
+log = logging.getLogger("globalpointer")
 
 BUNDLED = {
     # name: (python package, folder inside it, how to install it)
@@ -26,6 +30,7 @@ BUNDLED = {
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 PADDLE_WEIGHTS = "model_state.pdparams"
 CONVERTED_WEIGHTS = "model.safetensors"  # in the cache: Paddle names, written by save_state
+CONVERTED_FROM = "source.json"  # in the cache: the Hugging Face directory and weights file a copy was made from
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 HOW_TO_PROVIDE = ("set model.encoder to 'm3e-small' or 'all-MiniLM-L6-v2' (bundled, offline), to 'tiny' (tests), "
                   "or to a local directory: PaddleNLP format (model_state.pdparams + model_config.json + vocab.txt) "
@@ -134,10 +139,35 @@ def convert_huggingface(directory: str) -> str:
     work = partial_directory(target)
     try:
         _convert_into(directory, weights, work)
+        atomic_write_text(os.path.join(work, CONVERTED_FROM),
+                          json.dumps({"directory": os.path.abspath(directory), "weights": weights}) + "\n")
         _publish(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _drop_unreachable_copies(os.path.dirname(target))
     return target
+
+
+def _drop_unreachable_copies(root: str) -> None:
+    """Remove the converted copies whose source file is gone or has changed: their key (the source's
+    path, size and time) can never be asked for again, so each deleted or reinstalled encoder would
+    otherwise leave a copy of its weights behind for good.  A copy without its CONVERTED_FROM (being
+    written, or made before the record) is left alone."""
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        try:
+            source = read_json(os.path.join(path, CONVERTED_FROM))
+            directory, weights = source["directory"], source["weights"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        try:
+            reachable = _fingerprint(directory, weights) == name
+        except OSError:  # the source file is gone
+            reachable = False
+        if not reachable:
+            log.info("removed %s, converted from %s, which is gone or has changed", path,
+                     os.path.join(directory, weights))
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _convert_into(directory: str, weights: str, work: str) -> None:
