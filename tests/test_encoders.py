@@ -1,6 +1,8 @@
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -94,29 +96,56 @@ def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeyp
                                   original["encoder.layer.5.output.dense.weight"].T)
 
 
+def _encoder_sources(tmp_path, count):
+    """``count`` Hugging Face directories of links to the bundled MiniLM: each a source of its own path."""
+    bundled = bundled_or_skip("all-MiniLM-L6-v2")
+    sources = []
+    for number in range(count):
+        source = tmp_path / f"installed-{number}"
+        source.mkdir()
+        for file in os.listdir(bundled):
+            os.symlink(os.path.join(bundled, file), source / file)
+        sources.append(str(source))
+    return sources
+
+
+def _convert_in_another_process(source):
+    code = "import sys; from globalpointer.model.encoders import convert_huggingface; print(convert_huggingface(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, source], capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
     """A deleted (or reinstalled) encoder's converted copy is keyed by a file that no longer exists:
     the next conversion removes it, and keeps the copies a source still reaches and those it cannot judge."""
     from globalpointer.model import encoders
 
-    bundled = bundled_or_skip("all-MiniLM-L6-v2")
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
-    sources = []
-    for name in ("installed-before", "installed-now"):
-        source = tmp_path / name
-        source.mkdir()
-        for file in os.listdir(bundled):  # links: a source of its own path, the bundled weights' size and time
-            os.symlink(os.path.join(bundled, file), source / file)
-        sources.append(source)
-    before = encoders.convert_huggingface(str(sources[0]))
+    first, second = _encoder_sources(tmp_path, 2)
+    before = _convert_in_another_process(first)  # a run that has ended
     made_before_the_record = tmp_path / "cache" / "converted" / "0123456789abcdef"
     made_before_the_record.mkdir()
-    assert encoders.convert_huggingface(str(sources[0])) == before  # reused, not converted again
-    shutil.rmtree(sources[0])
-    now = encoders.convert_huggingface(str(sources[1]))
+    assert _convert_in_another_process(first) == before  # reused while its source is there
+    shutil.rmtree(first)
+    now = encoders.convert_huggingface(second)
     assert sorted(os.listdir(tmp_path / "cache" / "converted")) == sorted(
         [os.path.basename(now), made_before_the_record.name])
-    assert load_encoder(str(sources[1])).hidden_size == 384
+    assert load_encoder(second).hidden_size == 384
+
+
+def test_a_converted_copy_a_process_still_reads_is_kept(tmp_path, monkeypatch):
+    """A training run saves its tokenizer's vocab.txt from the converted copy at every checkpoint: the
+    copy it loaded stays while it runs, though its source was removed and another conversion ran."""
+    from globalpointer.model.encoders import save_encoder_files
+
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    first, second = _encoder_sources(tmp_path, 2)
+    encoder = load_encoder(first)  # this process: the run still going
+    shutil.rmtree(first)
+    now = _convert_in_another_process(second)
+    assert len(os.listdir(tmp_path / "cache" / "converted")) == 2 and os.path.isdir(now)
+    save_encoder_files(encoder, str(tmp_path / "checkpoint"))
+    assert (tmp_path / "checkpoint" / "vocab.txt").stat().st_size > 0
 
 
 def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):

@@ -8,13 +8,14 @@
 * ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
 """
 import copy
+import fcntl
 import hashlib
 import importlib.util
 import json
 import logging
 import os
 import shutil
-from typing import List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
 from ..files import atomic_write_text, cache_directory, partial_directory, read_json
@@ -133,6 +134,7 @@ def convert_huggingface(directory: str) -> str:
         raise EncoderError(f"{directory}: no model_state.pdparams, {' or '.join(HF_WEIGHTS)}; {HOW_TO_PROVIDE}")
     target = cache_directory("converted", _fingerprint(directory, weights))
     if os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):
+        _hold(target)
         return target
     # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
     # started side by side, convert the same encoder at the same moment.
@@ -144,15 +146,29 @@ def convert_huggingface(directory: str) -> str:
         _publish(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _hold(target)
     _drop_unreachable_copies(os.path.dirname(target))
     return target
+
+
+# The converted copies this process has loaded, each with a shared lock held until the process ends,
+# however it ends: its tokenizer copies vocab.txt from the copy at every checkpoint save, so a copy in
+# use must outlive its source being removed or reinstalled meanwhile.
+_HELD: Dict[str, int] = {}
+
+
+def _hold(target: str) -> None:
+    if target not in _HELD:
+        handle = os.open(target, os.O_RDONLY)
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        _HELD[target] = handle
 
 
 def _drop_unreachable_copies(root: str) -> None:
     """Remove the converted copies whose source file is gone or has changed: their key (the source's
     path, size and time) can never be asked for again, so each deleted or reinstalled encoder would
-    otherwise leave a copy of its weights behind for good.  A copy without its CONVERTED_FROM (being
-    written, or made before the record) is left alone."""
+    otherwise leave a copy of its weights behind for good.  A copy a process has loaded (``_hold``), or
+    without its CONVERTED_FROM (being written, or made before the record), is left alone."""
     for name in os.listdir(root):
         path = os.path.join(root, name)
         try:
@@ -165,9 +181,23 @@ def _drop_unreachable_copies(root: str) -> None:
         except OSError:  # the source file is gone
             reachable = False
         if not reachable:
-            log.info("removed %s, converted from %s, which is gone or has changed", path,
-                     os.path.join(directory, weights))
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_unless_held(path, os.path.join(directory, weights))
+
+
+def _remove_unless_held(path: str, source: str) -> None:
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:  # removed by another process meanwhile
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a process still reads it: the next conversion after it ends removes it
+        return
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed %s, converted from %s, which is gone or has changed", path, source)
+    finally:
+        os.close(handle)
 
 
 def _convert_into(directory: str, weights: str, work: str) -> None:
