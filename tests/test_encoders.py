@@ -115,6 +115,7 @@ def _convert_in_another_process(source):
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # subprocesses
 def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
     """A deleted (or reinstalled) encoder's converted copy is keyed by a file that no longer exists:
     the next conversion removes it, and keeps the copies a source still reaches and those it cannot judge."""
@@ -133,6 +134,7 @@ def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
     assert load_encoder(second).hidden_size == 384
 
 
+@pytest.mark.slow  # subprocesses
 def test_a_converted_copy_a_process_still_reads_is_kept(tmp_path, monkeypatch):
     """A training run saves its tokenizer's vocab.txt from the converted copy at every checkpoint: the
     copy it loaded stays while it runs, though its source was removed and another conversion ran."""
