@@ -127,10 +127,12 @@ def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
     made_before_the_record = tmp_path / "cache" / "converted" / "0123456789abcdef"
     made_before_the_record.mkdir()
     assert _convert_in_another_process(first) == before  # reused while its source is there
+    being_written = encoders.partial_directory(before)  # another rank, between its record and publishing
+    shutil.copy(os.path.join(before, encoders.CONVERTED_FROM), being_written)
     shutil.rmtree(first)
     now = encoders.convert_huggingface(second)
     assert sorted(os.listdir(tmp_path / "cache" / "converted")) == sorted(
-        [os.path.basename(now), made_before_the_record.name])
+        [os.path.basename(now), made_before_the_record.name, os.path.basename(being_written)])
     assert load_encoder(second).hidden_size == 384
 
 

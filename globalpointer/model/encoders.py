@@ -18,7 +18,7 @@ import shutil
 from typing import Dict, List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
-from ..files import atomic_write_text, cache_directory, partial_directory, read_json
+from ..files import PARTIAL, atomic_write_text, cache_directory, partial_directory, read_json
 from .weights import mismatches, read_state, save_state, summary
 
 log = logging.getLogger("globalpointer")
@@ -167,9 +167,12 @@ def _hold(target: str) -> None:
 def _drop_unreachable_copies(root: str) -> None:
     """Remove the converted copies whose source file is gone or has changed: their key (the source's
     path, size and time) can never be asked for again, so each deleted or reinstalled encoder would
-    otherwise leave a copy of its weights behind for good.  A copy a process has loaded (``_hold``), or
-    without its CONVERTED_FROM (being written, or made before the record), is left alone."""
+    otherwise leave a copy of its weights behind for good.  A copy a process has loaded (``_hold``), one
+    another process is still writing (``PARTIAL``: it has its record before it is published), and one
+    without its CONVERTED_FROM (made before the record) are left alone."""
     for name in os.listdir(root):
+        if PARTIAL in name:
+            continue
         path = os.path.join(root, name)
         try:
             source = read_json(os.path.join(path, CONVERTED_FROM))
