@@ -88,13 +88,13 @@ def raw_exchange(port: int, data: bytes, seconds: float = 10) -> bytes:
     return answer
 
 
-def call(base, path, body=None, raw: bytes = None, headers=None):
+def call(base, path, body=None, raw: bytes = None, headers=None, timeout: float = 60):
     """(status, JSON answer) of one request: None for an empty answer, the text of an error that is no JSON."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json",
                                                                        **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
             content = answer.read()
             return answer.status, json.loads(content) if content else None
     except urllib.error.HTTPError as error:
