@@ -35,6 +35,27 @@ def overlapping(entities: Sequence[Entity]) -> bool:
     return any(following.start < previous.end for previous, following in zip(ordered, ordered[1:]))
 
 
+def overlapping_spans(keys) -> list:
+    """The keys (start, end, type) of one text that share a character with another of its keys
+    (nested or crossing): the entities a BIO tagger, or flat decoding, cannot give together."""
+    ordered = sorted(keys)
+    found = set()
+    for i, (start, end, _) in enumerate(ordered):
+        for other in ordered[i + 1:]:
+            if other[0] >= end:
+                break
+            found.update({ordered[i], other})
+    return sorted(found)
+
+
+def overlapping_share(records: Sequence["Record"]) -> float:
+    """The share of the records' entities (distinct spans and types) that share a character with
+    another entity of their text; 0 without entities."""
+    keys = [{entity.key for entity in record.entities} for record in records]
+    total = sum(len(text_keys) for text_keys in keys)
+    return sum(len(overlapping_spans(text_keys)) for text_keys in keys) / total if total else 0.0
+
+
 CLS_POSITIONS = 1  # input positions before a window's first text token: [CLS]
 
 

@@ -71,8 +71,9 @@ def test_what_users_pass_gets_entities_or_a_message_that_says_what_to_pass(train
 
 
 def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained, tmp_path):
-    """model.decode auto: the checkpoint records whether a training text had overlapping entities;
-    without any, predictions have none either (CLUENER's quickstart pre-annotated overlapping regions)."""
+    """model.decode auto: the checkpoint records the share of training entities that overlap another;
+    with none, or a stray one (CLUENER's training file: 3 of 23,971 entities), predictions have none
+    either (CLUENER's quickstart pre-annotated overlapping regions)."""
     import shutil
 
     import yaml
@@ -88,15 +89,28 @@ def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained
     write_jsonl(tmp_path / "train.jsonl", flat_records)
     assert train_main(["--config", config]) == 0
     info = json.load(open(tmp_path / "run" / "best" / "checkpoint.json"))
-    assert info["overlapping_entities"] is False
-    assert json.load(open(trained / "run" / "best" / "checkpoint.json"))["overlapping_entities"] is True
+    assert info["overlapping_entities"] is False and info["overlapping_entity_share"] == 0
+    nested = json.load(open(trained / "run" / "best" / "checkpoint.json"))
+    assert nested["overlapping_entities"] is True and nested["overlapping_entity_share"] >= 0.01
     assert globalpointer.load(str(tmp_path / "run" / "best")).extractor.flat
+    # one text of 240 keeps its nested city: 2 of the file's entities overlap, under 1%
+    stray = next(i for i, r in enumerate(make_records(240, 1)) if len(r["entities"]) > len(flat_records[i]["entities"]))
+    write_jsonl(tmp_path / "train.jsonl", [make_records(240, 1)[i] if i == stray else r
+                                           for i, r in enumerate(flat_records)])
+    assert train_main(["--config", config, "--set", f"output_dir={tmp_path / 'stray'}"]) == 0
+    info_stray = json.load(open(tmp_path / "stray" / "best" / "checkpoint.json"))
+    assert info_stray["overlapping_entities"] is True and 0 < info_stray["overlapping_entity_share"] < 0.01
+    assert globalpointer.load(str(tmp_path / "stray" / "best")).extractor.flat
     assert not globalpointer.load(str(tmp_path / "run" / "best"), model__decode="nested").extractor.flat
     assert not globalpointer.load(str(trained / "run" / "best")).extractor.flat  # nested training data
     # a checkpoint from before the record: nested, as it predicted then
     old = tmp_path / "old"
     shutil.copytree(tmp_path / "run" / "best", old)
-    (old / "checkpoint.json").write_text(json.dumps({k: v for k, v in info.items() if k != "overlapping_entities"}))
+    (old / "checkpoint.json").write_text(json.dumps({k: v for k, v in info.items()
+                                                     if k not in ("overlapping_entities", "overlapping_entity_share")}))
+    assert not globalpointer.load(str(old)).extractor.flat
+    # one from before the share: nested when a training text had overlapping entities, as then
+    (old / "checkpoint.json").write_text(json.dumps({**info_stray, "overlapping_entity_share": None}))
     assert not globalpointer.load(str(old)).extractor.flat
     assert yaml.safe_load((old / "config.yaml").read_text())["model"]["decode"] == "auto"
 

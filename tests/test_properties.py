@@ -158,3 +158,20 @@ def test_token_spans_come_back_as_the_same_characters_once(text, mode, data):
     assert sorted(found) == sorted(e.key for e in entities)  # every one, exactly once, same characters
     covered = sorted({w.token_start + k for w in windows for k in range(len(w.offsets))})
     assert covered == list(range(len(tokens.ids)))  # no token left out of every window
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 8), st.sampled_from("AB")), max_size=6),
+                max_size=5))
+def test_overlapping_share_is_the_share_of_entities_sharing_a_character_with_another(texts):
+    """spans.overlapping_share against a character-by-character count: an entity (span and type,
+    once) overlaps when one of its characters lies in another entity of its text."""
+    from globalpointer.spans import overlapping_share
+
+    records = [Record("x" * 40, [Entity(start, start + length, label) for start, length, label in text])
+               for text in texts]
+    entities = [set(e.key for e in record.entities) for record in records]
+    sharing = sum(1 for keys in entities for key in keys
+                  if any(other != key and set(range(key[0], key[1])) & set(range(other[0], other[1]))
+                         for other in keys))
+    total = sum(len(keys) for keys in entities)
+    assert overlapping_share(records) == (sharing / total if total else 0.0)

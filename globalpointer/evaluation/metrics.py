@@ -2,7 +2,7 @@
 from collections import Counter
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from ..spans import Entity
+from ..spans import Entity, overlapping_spans
 
 ERROR_KINDS = ("missed", "spurious", "wrong_type", "wrong_boundary")
 
@@ -42,19 +42,6 @@ def span_report(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[E
     return {"micro": micro, "macro_f1": macro_f1, "per_type": per_type, "texts": len(gold),
             "overlapping_gold": {"spans": overlapping, "found": overlapping_found,
                                  "recall": overlapping_found / overlapping if overlapping else 0.0}}
-
-
-def overlapping_spans(keys) -> list:
-    """Gold spans sharing a character with another gold span of the same text (nested or crossing):
-    the ones a BIO tagger cannot represent together."""
-    ordered = sorted(keys)
-    found = set()
-    for i, (start, end, _) in enumerate(ordered):
-        for other in ordered[i + 1:]:
-            if other[0] >= end:
-                break
-            found.update({ordered[i], other})
-    return sorted(found)
 
 
 def format_report(report: dict) -> str:

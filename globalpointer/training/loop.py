@@ -13,8 +13,8 @@ import numpy as np
 import paddle
 from tqdm import tqdm
 
-from ..checkpoint import (MODEL_RECORD_KEYS, LoadedModel, TrainedFor, load_checkpoint, record_differences,
-                          trained_config)
+from ..checkpoint import (MODEL_RECORD_KEYS, NESTED_MIN_SHARE, LoadedModel, TrainedFor, load_checkpoint,
+                          record_differences, trained_config)
 from ..config import RunConfig, flatten_config, require_files
 from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
@@ -32,7 +32,7 @@ from ..model.decode import score_logit
 from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
-from ..spans import Record, on_word_boundaries, overlapping
+from ..spans import Record, on_word_boundaries, overlapping, overlapping_share
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
 
@@ -139,11 +139,11 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap,
                                 run_lexicon(config, start, resume))
     trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records),
-                             on_word_boundaries(train_records))
+                             on_word_boundaries(train_records), overlapping_share(train_records))
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
     if config.model.decode == "auto":
-        log.info("model.decode auto: %s (%s training text had overlapping entities)",
-                 trained_for.decoding("auto"), "a" if trained_for.overlapping else "no")
+        log.info("model.decode auto: %s (%.3f%% of the training entities overlap another; nested from %g%%)",
+                 trained_for.decoding("auto"), 100 * trained_for.overlapping_share, 100 * NESTED_MIN_SHARE)
     windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
     warn_long_texts(windows, train_records, data.max_length, sources_name(data.train, "data.train"))
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
