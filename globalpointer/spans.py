@@ -29,12 +29,6 @@ class TokenSpan(NamedTuple):
     score: float = 1.0
 
 
-def overlapping(entities: Sequence[Entity]) -> bool:
-    """Whether two of the entities share a character (nested, crossing, or one span with two types)."""
-    ordered = sorted(entities, key=lambda e: (e.start, e.end))
-    return any(following.start < previous.end for previous, following in zip(ordered, ordered[1:]))
-
-
 def overlapping_spans(keys) -> list:
     """The keys (start, end, type) of one text that share a character with another of its keys
     (nested or crossing): the entities a BIO tagger, or flat decoding, cannot give together."""

@@ -84,7 +84,8 @@ def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained
     def nested_city(record, entity):  # the LOC 北京 inside the ORG 北京大学
         return entity["type"] == "LOC" and record["text"].startswith("北京大学", entity["start"])
 
-    flat_records = [{**r, "entities": [e for e in r["entities"] if not nested_city(r, e)]} for r in make_records(240, 1)]
+    records = make_records(240, 1)
+    flat_records = [{**r, "entities": [e for e in r["entities"] if not nested_city(r, e)]} for r in records]
     config = tiny_config(tmp_path, train__epochs=1)
     write_jsonl(tmp_path / "train.jsonl", flat_records)
     assert train_main(["--config", config]) == 0
@@ -94,9 +95,8 @@ def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained
     assert nested["overlapping_entities"] is True and nested["overlapping_entity_share"] >= 0.01
     assert globalpointer.load(str(tmp_path / "run" / "best")).extractor.flat
     # one text of 240 keeps its nested city: 2 of the file's entities overlap, under 1%
-    stray = next(i for i, r in enumerate(make_records(240, 1)) if len(r["entities"]) > len(flat_records[i]["entities"]))
-    write_jsonl(tmp_path / "train.jsonl", [make_records(240, 1)[i] if i == stray else r
-                                           for i, r in enumerate(flat_records)])
+    stray = next(i for i, r in enumerate(records) if len(r["entities"]) > len(flat_records[i]["entities"]))
+    write_jsonl(tmp_path / "train.jsonl", flat_records[:stray] + [records[stray]] + flat_records[stray + 1:])
     assert train_main(["--config", config, "--set", f"output_dir={tmp_path / 'stray'}"]) == 0
     info_stray = json.load(open(tmp_path / "stray" / "best" / "checkpoint.json"))
     assert info_stray["overlapping_entities"] is True and 0 < info_stray["overlapping_entity_share"] < 0.01

@@ -112,7 +112,8 @@ class ModelConfig:
                      ("sparse", "dense"))
     decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "
                        "score; auto: flat for a model of whose training entities fewer than 1% overlap another "
-                       "(a stray nested annotation in a flat file; recorded in the checkpoint), else nested", ("auto", "nested", "flat"))
+                       "(a stray nested annotation in a flat file; recorded in the checkpoint), else nested",
+                       ("auto", "nested", "flat"))
     min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
                             "entity, the sigmoid of its logit) is above this; between 0 and 1",
                             bounds=Bounds(0, 1, low_included=False, high_included=False))

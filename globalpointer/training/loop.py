@@ -32,7 +32,7 @@ from ..model.decode import score_logit
 from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
-from ..spans import Record, on_word_boundaries, overlapping, overlapping_share
+from ..spans import Record, on_word_boundaries, overlapping_share
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
 
@@ -138,8 +138,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                                                                                       encoder.tokenizer)
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap,
                                 run_lexicon(config, start, resume))
-    trained_for = TrainedFor(labels, featurizer.mode, any(overlapping(r.entities) for r in train_records),
-                             on_word_boundaries(train_records), overlapping_share(train_records))
+    share = overlapping_share(train_records)
+    trained_for = TrainedFor(labels, featurizer.mode, share > 0, on_word_boundaries(train_records), share)
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
     if config.model.decode == "auto":
         log.info("model.decode auto: %s (%.3f%% of the training entities overlap another; nested from %g%%)",
