@@ -251,6 +251,26 @@ def test_boundary_smoothing_is_off_for_a_training_file_beyond_its_size(tmp_path,
     assert summary["boundary_smoothing"] == applied and set(seen) == ({applied} if applied else set())
 
 
+@pytest.mark.parametrize("adversarial, min_texts, applied", [("auto", 239, "fgm"), ("auto", 240, "none"),
+                                                             ("auto", 0, "fgm"), ("fgm", 10000, "fgm"),
+                                                             ("none", 0, "none")])
+def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch, adversarial, min_texts, applied):
+    """train.adversarial auto: FGM on a file of more than train.adversarial_min_texts texts, none on a
+    smaller one; fgm and none whatever the size; the summary says what was applied (tiny_config: 240
+    training texts)."""
+    from globalpointer.cli import train_main
+    from globalpointer.training import step
+
+    attacks = []
+    monkeypatch.setattr(step.FGM, "attack", lambda self, real=step.FGM.attack: attacks.append(1) or real(self))
+    config = tiny_config(tmp_path, train__epochs=1, train__adversarial=adversarial,
+                         train__adversarial_min_texts=min_texts)
+    assert train_main(["--config", config]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["adversarial"] == applied
+    assert len(attacks) == (summary["steps"] if applied == "fgm" else 0)
+
+
 def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
     """Smoothing is a default of the span heads' loss: choosing a tagger head is no error, and the
     tagger's loss gets no soft targets."""

@@ -162,7 +162,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                     "length you want", train.patience, epochs, train.epochs, train.max_steps)
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu,
-                      applied_smoothing(train, len(train_records), network.head.smooths_boundaries))
+                      applied_smoothing(train, len(train_records), network.head.smooths_boundaries),
+                      applied_adversarial(train, len(train_records)))
     run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
     progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
         else Progress()
@@ -196,6 +197,19 @@ def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
                  train.boundary_smoothing_max_texts)
         return 0.0
     return train.boundary_smoothing
+
+
+def applied_adversarial(train, texts: int) -> str:
+    """``train.adversarial``, with ``auto`` resolved by the training file's size: fgm on more than
+    ``train.adversarial_min_texts`` texts, none on fewer."""
+    if train.adversarial != "auto":
+        return train.adversarial
+    if texts > train.adversarial_min_texts:
+        log.info("FGM on (train.adversarial auto): %d training texts, more than train.adversarial_min_texts (%d), "
+                 "where it gained F1 for about twice the training time (docs/training.md)", texts,
+                 train.adversarial_min_texts)
+        return "fgm"
+    return "none"
 
 
 # A training text cut into more windows than this is likely several texts read as one (a tagged file's
@@ -335,7 +349,7 @@ def run_summary(state: Training, stopped_early: bool) -> dict:
     return {"best_dev_f1": progress.best_f1 if state.dev_records else None, "best_step": progress.best_step,
             "best_dev_f1_without_average": progress.best_f1_without_average,
             "steps": progress.global_step, "epochs_planned": state.epochs, "epochs_completed": progress.epoch,
-            "boundary_smoothing": state.stepper.smoothing,
+            "boundary_smoothing": state.stepper.smoothing, "adversarial": state.stepper.adversarial,
             "stopped_early": stopped_early,
             "seconds": round(progress.seconds, 1), "eval_seconds": round(progress.eval_seconds, 1),
             "train_windows": len(state.windows), "gold_spans_lost_in_alignment": state.alignment.lost,

@@ -1,5 +1,5 @@
-"""Training recipes the GlobalPointer literature reports gains with, each off by default
-(``train.adversarial``, ``train.ema_decay``, ``train.layer_lr_decay``; evidence in docs/lab/RESULTS.md).
+"""Training recipes the GlobalPointer literature reports gains with (``train.adversarial``,
+``train.ema_decay``, ``train.layer_lr_decay``; when each is on by default, and the evidence: docs/training.md).
 
 - FGM (Miyato et al.): after the backward pass, move the word embeddings by
   r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a
@@ -27,7 +27,8 @@ def word_embeddings(model) -> paddle.Tensor:
     for name, parameter in model.named_parameters():
         if name.endswith("word_embeddings.weight"):
             return parameter
-    raise ConfigError("train.adversarial=fgm needs the encoder's word embeddings (a parameter named "
+    raise ConfigError("train.adversarial=fgm (or auto, on a training file of more than "
+                      "train.adversarial_min_texts texts) needs the encoder's word embeddings (a parameter named "
                       "*word_embeddings.weight); this encoder has none: set train.adversarial=none")
 
 

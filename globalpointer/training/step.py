@@ -98,12 +98,14 @@ class Stepper:
     """The optimizer steps of a run: ``micro_batch`` for each of a step's (``train.grad_accum_steps``)
     batches, then ``update``.  ``model`` is the network, or its ``paddle.DataParallel`` wrapper."""
 
-    def __init__(self, model, network, optimizer, scheduler, train: TrainConfig, on_gpu: bool, smoothing: float):
+    def __init__(self, model, network, optimizer, scheduler, train: TrainConfig, on_gpu: bool, smoothing: float,
+                 adversarial: str):
         self.model, self.network, self.optimizer, self.scheduler, self.train = model, network, optimizer, scheduler, train
         self.smoothing = smoothing  # train.boundary_smoothing as this run applies it (training.loop.applied_smoothing)
+        self.adversarial = adversarial  # train.adversarial as this run applies it (training.loop.applied_adversarial)
         self.dtype = amp_dtype(train.amp, on_gpu)
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if self.dtype == "float16" else None
-        self.fgm = FGM(word_embeddings(network), train.adversarial_epsilon) if train.adversarial == "fgm" else None
+        self.fgm = FGM(word_embeddings(network), train.adversarial_epsilon) if adversarial == "fgm" else None
         self.ema = EMA(network, train.ema_decay) if train.ema_decay else None
 
     def micro_batch(self, batch: dict, step: int, micro: int, micros: int) -> Tuple[float, int]:
