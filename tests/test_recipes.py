@@ -271,6 +271,29 @@ def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch
     assert len(attacks) == (summary["steps"] if applied == "fgm" else 0)
 
 
+def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
+    """auto never asks for what an encoder lacks: with no *word_embeddings.weight, a large file trains
+    without FGM and says why, where train.adversarial=fgm is an error naming the fix."""
+    from types import SimpleNamespace
+
+    from globalpointer.errors import ConfigError
+    from globalpointer.training.loop import applied_adversarial
+
+    class WithEmbeddings(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.word_embeddings = paddle.nn.Embedding(10, 4)
+
+    train = SimpleNamespace(adversarial="auto", adversarial_min_texts=100)
+    assert applied_adversarial(train, 101, WithEmbeddings()) == "fgm"
+    assert applied_adversarial(train, 100, WithEmbeddings()) == "none"
+    with caplog.at_level("WARNING"):
+        assert applied_adversarial(train, 101, paddle.nn.Linear(4, 4)) == "none"
+    assert "word_embeddings" in caplog.text
+    with pytest.raises(ConfigError, match="train.adversarial=none"):
+        word_embeddings(paddle.nn.Linear(4, 4))
+
+
 def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
     """Smoothing is a default of the span heads' loss: choosing a tagger head is no error, and the
     tagger's loss gets no soft targets."""

@@ -33,6 +33,7 @@ from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
+from .recipes import find_word_embeddings
 from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
 from .step import Stepper, build_optimizer, check_finite_weights
 
@@ -163,7 +164,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     optimizer, scheduler = build_optimizer(network, config, steps_per_epoch * epochs)
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu,
                       applied_smoothing(train, len(train_records), network.head.smooths_boundaries),
-                      applied_adversarial(train, len(train_records)))
+                      applied_adversarial(train, len(train_records), network))
     run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
     progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
         else Progress()
@@ -199,12 +200,17 @@ def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
     return train.boundary_smoothing
 
 
-def applied_adversarial(train, texts: int) -> str:
+def applied_adversarial(train, texts: int, network) -> str:
     """``train.adversarial``, with ``auto`` resolved by the training file's size: fgm on more than
-    ``train.adversarial_min_texts`` texts, none on fewer."""
+    ``train.adversarial_min_texts`` texts, none on fewer, and none for an encoder without word embeddings."""
     if train.adversarial != "auto":
         return train.adversarial
     if texts > train.adversarial_min_texts:
+        if find_word_embeddings(network) is None:
+            log.warning("train.adversarial auto: no FGM, though %d training texts are more than "
+                        "train.adversarial_min_texts (%d): this encoder has no parameter named "
+                        "*word_embeddings.weight for it to move", texts, train.adversarial_min_texts)
+            return "none"
         log.info("FGM on (train.adversarial auto): %d training texts, more than train.adversarial_min_texts (%d), "
                  "where it gained F1 for about twice the training time (docs/training.md)", texts,
                  train.adversarial_min_texts)

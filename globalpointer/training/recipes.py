@@ -13,7 +13,7 @@
 """
 import contextlib
 import re
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import paddle
@@ -23,12 +23,17 @@ from ..errors import ConfigError
 LAYER = re.compile(r"\.layers?\.(\d+)\.")
 
 
+def find_word_embeddings(model) -> Optional[paddle.Tensor]:
+    """The encoder's word embeddings (the parameter FGM moves), or None for an encoder without them."""
+    return next((parameter for name, parameter in model.named_parameters()
+                 if name.endswith("word_embeddings.weight")), None)
+
+
 def word_embeddings(model) -> paddle.Tensor:
-    for name, parameter in model.named_parameters():
-        if name.endswith("word_embeddings.weight"):
-            return parameter
-    raise ConfigError("train.adversarial=fgm (or auto, on a training file of more than "
-                      "train.adversarial_min_texts texts) needs the encoder's word embeddings (a parameter named "
+    parameter = find_word_embeddings(model)
+    if parameter is not None:
+        return parameter
+    raise ConfigError("train.adversarial=fgm needs the encoder's word embeddings (a parameter named "
                       "*word_embeddings.weight); this encoder has none: set train.adversarial=none")
 
 
