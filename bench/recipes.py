@@ -1,7 +1,8 @@
 """Training recipes side by side, several seeds each: dev F1 mean and spread, training time.
 
     python bench/recipes.py --config configs/cluener.yaml --seeds 1,2,3 --out runs/recipes \
-        [--row baseline=] [--row fgm=train.adversarial=fgm] [--row ema=train.ema_decay=0.999] \
+        [--row baseline=train.adversarial=none] [--row fgm=train.adversarial=fgm] \
+        [--row ema=train.adversarial=none,train.ema_decay=0.999] \
         [--row both=train.adversarial=fgm,train.ema_decay=0.999] [--set train.epochs=4]
 
 The score is the best dev F1, or the test F1 where the config has no dev file (MSRA).
@@ -22,7 +23,8 @@ as it finishes, then the table:
 mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
 A row with EMA also gives the row of its training without the average ("NAME (trained weights)":
 the best dev F1 of the weights the run trained, which are those of the same seed's run without EMA),
-so ``--row ema=train.ema_decay=0.999 --row fgm+ema=...`` measures four rows in two runs per seed.
+so ``--row ema=train.adversarial=none,train.ema_decay=0.999 --row fgm+ema=...`` measures four rows in two
+runs per seed.
 """
 import argparse
 import json
@@ -37,8 +39,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from globalpointer.config import RunConfig, flatten_config, load_config, yaml_scalar
 from globalpointer.data.readers import read_records, write_jsonl_records
 from globalpointer.training.run import TRAINER_STATE
-DEFAULT_ROWS = ["baseline=", "fgm=train.adversarial=fgm", "ema=train.ema_decay=0.999",
-                "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
+# without FGM spelled out: train.adversarial auto turns it on above train.adversarial_min_texts texts, and
+# the EMA row's trained weights are the baseline's only if neither has it
+DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm",
+                "ema=train.adversarial=none,train.ema_decay=0.999", "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
 
 
 def run(config: str, settings, output_dir: str) -> dict:

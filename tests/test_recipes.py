@@ -1,5 +1,6 @@
 """FGM, EMA and layer-wise learning-rate decay, each against its formula, then in the loop."""
 import json
+import os
 
 import numpy as np
 import paddle
@@ -271,6 +272,14 @@ def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch
     assert len(attacks) == (summary["steps"] if applied == "fgm" else 0)
 
 
+class WithEmbeddings(paddle.nn.Layer):
+    """The one parameter FGM looks for, named as PaddleNLP's encoders name it."""
+
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = paddle.nn.Embedding(10, 4)
+
+
 def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
     """auto never asks for what an encoder lacks: with no *word_embeddings.weight, a large file trains
     without FGM and says why, where train.adversarial=fgm is an error naming the fix."""
@@ -278,11 +287,6 @@ def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
 
     from globalpointer.errors import ConfigError
     from globalpointer.training.loop import applied_adversarial
-
-    class WithEmbeddings(paddle.nn.Layer):
-        def __init__(self):
-            super().__init__()
-            self.word_embeddings = paddle.nn.Embedding(10, 4)
 
     train = SimpleNamespace(adversarial="auto", adversarial_min_texts=100)
     assert applied_adversarial(train, 101, WithEmbeddings()) == "fgm"
@@ -292,6 +296,25 @@ def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
     assert "word_embeddings" in caplog.text
     with pytest.raises(ConfigError, match="train.adversarial=none"):
         word_embeddings(paddle.nn.Linear(4, 4))
+
+
+def test_the_recipe_comparisons_default_rows_train_what_their_names_say_on_a_large_file(tmp_path):
+    """bench/recipes.py's baseline and ema rows are without FGM at any size (auto would add it above
+    train.adversarial_min_texts, and the ema row's trained weights would no longer be the baseline's)."""
+    import importlib.util
+
+    from globalpointer.training.loop import applied_adversarial
+    from helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_recipes", os.path.join(ROOT, "bench", "recipes.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    config = tiny_config(tmp_path)
+    for row in bench.DEFAULT_ROWS:
+        name, _, overrides = row.partition("=")
+        train = load_config(config, [item for item in overrides.split(",") if item]).train
+        assert applied_adversarial(train, train.adversarial_min_texts + 1, WithEmbeddings()) == \
+            ("fgm" if "fgm" in name else "none"), row
 
 
 def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
