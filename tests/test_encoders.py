@@ -1,8 +1,10 @@
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -163,6 +165,50 @@ def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
     with pytest.raises(EncoderError, match="no vocab.txt or tokenizer.json"):
         encoders.convert_huggingface(str(source))
     assert os.listdir(tmp_path / "cache" / "converted") == []
+
+
+def test_a_killed_conversions_partial_copy_is_removed_and_one_being_written_kept(tmp_path, monkeypatch):
+    """A conversion killed mid-write (SIGKILL, out of memory) leaves its partial copy, hundreds of MB
+    nobody will publish: the next load removes it once it is old and unlocked; one a live conversion
+    holds, or one written to lately, stays."""
+    from globalpointer.model import encoders
+
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "model.safetensors").write_bytes(b"weights")
+    target = encoders.cache_directory("converted", encoders._fingerprint(str(source), "model.safetensors"))
+    killed, being_written, recent = (encoders.partial_directory(target) for _ in range(3))
+    long_ago = time.time() - encoders.ABANDONED_AFTER_SECONDS - 60
+    for path in (killed, being_written, recent):
+        with open(os.path.join(path, encoders.CONVERTED_WEIGHTS), "wb") as out:
+            out.write(b"half")
+    for path in (killed, being_written):
+        os.utime(path, (long_ago, long_ago))
+    writer = os.open(being_written, os.O_RDONLY)  # another open file description: flock tells them apart
+    fcntl.flock(writer, fcntl.LOCK_EX)
+
+    def convert(directory, weights, work):  # a conversion holds its partial copy's lock while it writes
+        probe = os.open(work, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+        with open(os.path.join(work, encoders.CONVERTED_WEIGHTS), "wb") as out:
+            out.write(b"converted")
+
+    monkeypatch.setattr(encoders, "_convert_into", convert)
+    try:
+        assert encoders.convert_huggingface(str(source)) == target
+        assert sorted(os.listdir(os.path.dirname(target))) == sorted(
+            os.path.basename(path) for path in (target, being_written, recent))
+        os.utime(recent, (long_ago, long_ago))
+        encoders.convert_huggingface(str(source))  # a load that converts nothing cleans up too
+        assert sorted(os.listdir(os.path.dirname(target))) == sorted(
+            os.path.basename(path) for path in (target, being_written))
+    finally:
+        os.close(writer)
 
 
 def test_a_tokenizer_that_would_unpickle_is_never_built(tmp_path):
