@@ -22,8 +22,8 @@ from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load
 from .data.lexicon import Lexicon, saved_lexicon
 from .errors import CheckpointError, ConfigError, UserError
 from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, PARTIAL, PREVIOUS, atomic_write_text, cache_directory,
-                    check_format_version, contains, locate_model, partial_directory, read_export_info, read_json,
-                    swap_in_directory)
+                    check_format_version, contains, directory_being_written, locate_model, read_export_info,
+                    read_json, remove_abandoned_partials, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -94,8 +94,7 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
                      lexicon: Optional[Lexicon] = None) -> None:
     """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole.
     ``lexicon``: the words of ``model.lexicon`` the run read."""
-    partial = partial_directory(directory)
-    try:
+    with directory_being_written(directory) as partial:
         save_state(network.state_dict(), os.path.join(partial, WEIGHTS))
         if lexicon is not None:
             lexicon.save(partial)
@@ -115,9 +114,6 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
             with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
                 json.dump(obj, out, indent=1)
         swap_in_directory(partial, directory)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
 
 
 class LoadedModel(NamedTuple):
@@ -401,10 +397,12 @@ def prune_compiled(kept: str, budget_mb: int) -> List[str]:
     MB with it, the least recently run first, removed (0: no bound); the removed entries' folders.
     A process running one of them has already loaded it; one about to load it drops it with a warning
     and runs its checkpoint.  A folder another process is writing or swapping (``PARTIAL``,
-    ``PREVIOUS``) is its to finish or remove."""
+    ``PREVIOUS``) is its to finish or remove; one a killed compile left is removed first, bound or not."""
+    root = os.path.dirname(kept)
+    for path in remove_abandoned_partials(root):
+        log.info("compiled program cache: removed %s, left by a compile that did not finish", path)
     if not budget_mb:
         return []
-    root = os.path.dirname(kept)
     entries = []
     for name in os.listdir(root):
         path = os.path.join(root, name)

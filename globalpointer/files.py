@@ -22,7 +22,8 @@ import shutil
 import stat
 import tempfile
 import threading
-from typing import Dict, Iterator, Optional, Sequence, TextIO, Tuple
+import time
+from typing import Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 from .errors import CheckpointError, UserError
 
@@ -224,6 +225,63 @@ def partial_directory(directory: str) -> str:
     partial = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(os.path.abspath(directory)) + PARTIAL)
     chmod_as_created(partial, 0o777)
     return partial
+
+
+@contextlib.contextmanager
+def directory_being_written(directory: str) -> Iterator[str]:
+    """A ``partial_directory`` for the block to write ``directory``'s successor into and move into place
+    (``swap_in_directory``, or a rename of its own).  Its writer holds a lock on it while the block runs,
+    which tells it from one a killed writer left (``remove_abandoned_partials``); it is removed however
+    the block ends, unless the block moved it."""
+    partial = partial_directory(directory)
+    writing = os.open(partial, os.O_RDONLY)
+    try:
+        fcntl.flock(writing, fcntl.LOCK_EX)
+        yield partial
+    finally:
+        with contextlib.suppress(OSError):  # moved into place: the name is gone, or another's by now
+            if os.path.samestat(os.stat(partial), os.fstat(writing)):
+                shutil.rmtree(partial, ignore_errors=True)
+        os.close(writing)
+
+
+# A checkpoint, an export or a converted encoder is written in minutes at most: a partial directory
+# untouched for an hour that no writer holds was left by a killed one (the hour also spares a live
+# writer between creating its directory and locking it).
+ABANDONED_AFTER_SECONDS = 3600
+
+
+def remove_abandoned_partials(root: str) -> List[str]:
+    """Remove the partial directories in ``root`` whose writers were killed mid-write (SIGKILL, out of
+    memory), which nobody would ever publish or remove; the removed directories' paths."""
+    removed = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        try:
+            abandoned = PARTIAL in name and time.time() - os.lstat(path).st_mtime > ABANDONED_AFTER_SECONDS
+        except OSError:  # moved into place or removed meanwhile
+            continue
+        if abandoned and os.path.isdir(path) and not os.path.islink(path) and remove_unless_held(path):
+            removed.append(path)
+    return removed
+
+
+def remove_unless_held(directory: str) -> bool:
+    """Remove ``directory`` unless a process holds a lock on it (a reader's shared one or a writer's):
+    whether it was removed."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:  # removed by another process meanwhile
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+        return True
+    finally:
+        os.close(handle)
 
 
 def swap_in_directory(partial: str, directory: str) -> None:

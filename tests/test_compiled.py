@@ -1,5 +1,6 @@
 """A checkpoint predicts through a Paddle Inference program compiled from it once the input repays
 the build: cached by the checkpoint's content, never stale, the same entities as the dynamic graph."""
+import fcntl
 import json
 import os
 import shutil
@@ -186,11 +187,17 @@ def test_the_cache_keeps_the_most_recently_run_programs_within_its_bound(tmp_pat
                                                                           ("recent", 3000)))
     new = fake_entry(root, "new", 4, 500)  # the one just built, whatever its time
     building = fake_entry(root, "other.partial-x1", 3, 100)  # another process's compile, not yet swapped in
-    assert prune_compiled(str(new), 0) == [] and len(os.listdir(root)) == 5  # 0: no bound
-    assert prune_compiled(str(new), 9) == [str(old), str(older)]  # 4 + 3 fit in 9 MB, 4 + 3 + 3 do not
-    assert sorted(os.listdir(root)) == ["new", "other.partial-x1", "recent"]
-    assert prune_compiled(str(new), 1) == [str(recent)]  # never the new one, nor one being written
-    assert sorted(os.listdir(root)) == ["new", "other.partial-x1"] and building.exists()
+    fake_entry(root, "killed.partial-x2", 3, 100)  # a compile killed mid-write: nobody holds it
+    writer = os.open(building, os.O_RDONLY)
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    try:
+        assert prune_compiled(str(new), 0) == [] and len(os.listdir(root)) == 5  # 0: no bound, the killed one gone
+        assert prune_compiled(str(new), 9) == [str(old), str(older)]  # 4 + 3 fit in 9 MB, 4 + 3 + 3 do not
+        assert sorted(os.listdir(root)) == ["new", "other.partial-x1", "recent"]
+        assert prune_compiled(str(new), 1) == [str(recent)]  # never the new one, nor one being written
+        assert sorted(os.listdir(root)) == ["new", "other.partial-x1"] and building.exists()
+    finally:
+        os.close(writer)
 
 
 def test_a_compile_makes_room_and_a_run_counts_as_recent(trained, tmp_path, monkeypatch, caplog):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from globalpointer.cli import predict_main, train_main
+from globalpointer.files import ABANDONED_AFTER_SECONDS, partial_directory
 from globalpointer.model.encoders import EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json, vocab_is_uncased
 from globalpointer.model.weights import read_state
 from helpers import write_malicious_pickle
@@ -129,7 +130,7 @@ def test_a_converted_copy_no_source_can_reach_is_removed(tmp_path, monkeypatch):
     made_before_the_record = tmp_path / "cache" / "converted" / "0123456789abcdef"
     made_before_the_record.mkdir()
     assert _convert_in_another_process(first) == before  # reused while its source is there
-    being_written = encoders.partial_directory(before)  # another rank, between its record and publishing
+    being_written = partial_directory(before)  # another rank, between its record and publishing
     shutil.copy(os.path.join(before, encoders.CONVERTED_FROM), being_written)
     shutil.rmtree(first)
     now = encoders.convert_huggingface(second)
@@ -178,8 +179,8 @@ def test_a_killed_conversions_partial_copy_is_removed_and_one_being_written_kept
     source.mkdir()
     (source / "model.safetensors").write_bytes(b"weights")
     target = encoders.cache_directory("converted", encoders._fingerprint(str(source), "model.safetensors"))
-    killed, being_written, recent = (encoders.partial_directory(target) for _ in range(3))
-    long_ago = time.time() - encoders.ABANDONED_AFTER_SECONDS - 60
+    killed, being_written, recent = (partial_directory(target) for _ in range(3))
+    long_ago = time.time() - ABANDONED_AFTER_SECONDS - 60
     for path in (killed, being_written, recent):
         with open(os.path.join(path, encoders.CONVERTED_WEIGHTS), "wb") as out:
             out.write(b"half")

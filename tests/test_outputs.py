@@ -1,5 +1,6 @@
 """The output policy (files.py) where outputs are not regular files, and when a command is stopped
 with SIGTERM (docs/RELIABILITY.md, attack 4, cases 9 and 10)."""
+import fcntl
 import json
 import os
 import signal
@@ -12,7 +13,8 @@ import time
 import pytest
 
 from globalpointer.cli import evaluate_main, predict_main
-from globalpointer.files import atomic_write_text
+from globalpointer.files import (ABANDONED_AFTER_SECONDS, atomic_write_text, directory_being_written, partial_directory,
+                                 remove_abandoned_partials, swap_in_directory)
 from globalpointer.inference.file_prediction import predict_file
 from helpers import FakeExtractor, ROOT, snapshot
 
@@ -114,6 +116,54 @@ def test_sigterm_in_export_leaves_no_partial_directory(trained, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_directory_being_written_is_locked_and_removed_unless_moved_into_place(tmp_path):
+    """The block's partial directory is locked while it writes, gone after a failure (or SIGTERM, a
+    KeyboardInterrupt), and the published directory survives the block's cleanup."""
+    target = tmp_path / "out"
+
+    def locked(path):
+        probe = os.open(path, os.O_RDONLY)  # another open file description: flock tells them apart
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(probe)
+
+    for stop in (ValueError, KeyboardInterrupt):
+        with pytest.raises(stop):
+            with directory_being_written(str(target)) as partial:
+                open(os.path.join(partial, "weights"), "w").close()
+                assert locked(partial)
+                raise stop
+        assert os.listdir(tmp_path) == []
+    with directory_being_written(str(target)) as partial:
+        open(os.path.join(partial, "weights"), "w").close()
+        swap_in_directory(partial, str(target))
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(target) == ["weights"]
+
+
+def test_only_partial_directories_killed_writers_left_are_removed(tmp_path):
+    """A partial directory old and unlocked is a killed writer's; a locked one (a live writer) or a
+    recent one (created, not yet locked), and everything not partial, stay."""
+    target = str(tmp_path / "entry")
+    killed, live, recent = (partial_directory(target) for _ in range(3))
+    (tmp_path / "entry.partial-file").write_text("not a directory")
+    (tmp_path / "old-entry").mkdir()
+    long_ago = time.time() - ABANDONED_AFTER_SECONDS - 60
+    for path in (killed, live, str(tmp_path / "entry.partial-file"), str(tmp_path / "old-entry")):
+        os.utime(path, (long_ago, long_ago))
+    writer = os.open(live, os.O_RDONLY)
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    try:
+        assert remove_abandoned_partials(str(tmp_path)) == [killed]
+    finally:
+        os.close(writer)
+    assert sorted(os.listdir(tmp_path)) == sorted(["entry.partial-file", "old-entry", os.path.basename(live),
+                                                   os.path.basename(recent)])
+
+
 def test_several_processes_refuse_an_output_they_cannot_put_part_files_beside(tmp_path):
     from globalpointer.errors import UserError
     from globalpointer.inference.file_prediction import predict_file_share
@@ -203,7 +253,8 @@ def test_ctrl_c_in_predict_says_where_the_partial_output_is(tmp_path):
 
 
 def test_reports_get_the_permissions_open_would_give(tmp_path):
-    from globalpointer.files import atomic_write_text
+    from globalpointer.files import (ABANDONED_AFTER_SECONDS, atomic_write_text, directory_being_written, partial_directory,
+                                 remove_abandoned_partials, swap_in_directory)
 
     umask = os.umask(0o022)
     try:

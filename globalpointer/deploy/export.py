@@ -28,8 +28,8 @@ from paddle.static import InputSpec
 
 from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
 from ..errors import UserError
-from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains, partial_directory,
-                     replaceable, swap_in_directory)
+from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains,
+                     directory_being_written, replaceable, swap_in_directory)
 from ..model.backends import (ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
@@ -134,8 +134,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     calibration_texts = calibration_texts_of(openvino_calibration) if openvino_calibration else []
     loaded = load_checkpoint(model)
     check_span_head(loaded.config.model.head, f"export ({checkpoint})")
-    partial = partial_directory(output)
-    try:
+    with directory_being_written(output) as partial:
         save_static(loaded.network, partial)
         links = copy_checkpoint_files(loaded.directory, partial)
         if links:
@@ -152,9 +151,6 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
         with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
             json.dump({**info, COMPILED_FROM: compiled_from} if compiled_from else info, out, indent=1)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return sorted(os.listdir(output))
 
 

@@ -15,11 +15,11 @@ import json
 import logging
 import os
 import shutil
-import time
 from typing import Dict, List, NamedTuple, Optional
 
 from ..errors import CheckpointError, ConfigError, EncoderError
-from ..files import PARTIAL, atomic_write_text, cache_directory, partial_directory, read_json
+from ..files import (PARTIAL, atomic_write_text, cache_directory, directory_being_written, read_json,
+                     remove_abandoned_partials, remove_unless_held)
 from .weights import mismatches, read_state, save_state, summary
 
 log = logging.getLogger("globalpointer")
@@ -143,19 +143,12 @@ def convert_huggingface(directory: str) -> str:
 
 def _convert_to(directory: str, weights: str, target: str) -> None:
     # Each process converts in a directory of its own: ranks of a data-parallel launch, or runs
-    # started side by side, convert the same encoder at the same moment.  Its lock tells the others
-    # it is still being written (a killed conversion leaves one nobody holds).
-    work = partial_directory(target)
-    writing = os.open(work, os.O_RDONLY)
-    fcntl.flock(writing, fcntl.LOCK_EX)
-    try:
+    # started side by side, convert the same encoder at the same moment.
+    with directory_being_written(target) as work:
         _convert_into(directory, weights, work)
         atomic_write_text(os.path.join(work, CONVERTED_FROM),
                           json.dumps({"directory": os.path.abspath(directory), "weights": weights}) + "\n")
         _publish(work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        os.close(writing)
 
 
 # The converted copies this process has loaded, each with a shared lock held until the process ends,
@@ -171,27 +164,18 @@ def _hold(target: str) -> None:
         _HELD[target] = handle
 
 
-# A conversion takes seconds: a partial copy nobody has written to for this long was left by a
-# killed process, if no process holds it either.
-ABANDONED_AFTER_SECONDS = 3600
-
-
 def _drop_unreachable_copies(root: str) -> None:
     """Remove the converted copies whose source file is gone or has changed: their key (the source's
     path, size and time) can never be asked for again, so each deleted or reinstalled encoder would
     otherwise leave a copy of its weights behind for good; and the partial copies of killed conversions.
-    A copy a process has loaded (``_hold``), one another process is still writing (``PARTIAL``, locked
-    or recent: it has its record before it is published), and one without its CONVERTED_FROM (made
-    before the record) are left alone."""
+    A copy a process has loaded (``_hold``), one another process is still writing (``PARTIAL``: it has
+    its record before it is published), and one without its CONVERTED_FROM (made before the record)
+    are left alone."""
+    for path in remove_abandoned_partials(root):
+        log.info("removed %s, left by a conversion that did not finish", path)
     for name in os.listdir(root):
         path = os.path.join(root, name)
         if PARTIAL in name:
-            try:
-                abandoned = time.time() - os.stat(path).st_mtime > ABANDONED_AFTER_SECONDS
-            except OSError:  # published or removed meanwhile
-                continue
-            if abandoned:
-                _remove_unless_held(path, "left by a conversion that did not finish")
             continue
         try:
             source = read_json(os.path.join(path, CONVERTED_FROM))
@@ -202,25 +186,9 @@ def _drop_unreachable_copies(root: str) -> None:
             reachable = _fingerprint(directory, weights) == name
         except OSError:  # the source file is gone
             reachable = False
-        if not reachable:
-            _remove_unless_held(path, f"converted from {os.path.join(directory, weights)}, which is gone or has "
-                                      "changed")
-
-
-def _remove_unless_held(path: str, why: str) -> None:
-    try:
-        handle = os.open(path, os.O_RDONLY)
-    except OSError:  # removed by another process meanwhile
-        return
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # a process still reads or writes it: the next load after it ends removes it
-        return
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-        log.info("removed %s, %s", path, why)
-    finally:
-        os.close(handle)
+        if not reachable and remove_unless_held(path):  # a process that holds it: the next load after it ends
+            log.info("removed %s, converted from %s, which is gone or has changed", path,
+                     os.path.join(directory, weights))
 
 
 def _convert_into(directory: str, weights: str, work: str) -> None:
