@@ -253,8 +253,7 @@ def test_ctrl_c_in_predict_says_where_the_partial_output_is(tmp_path):
 
 
 def test_reports_get_the_permissions_open_would_give(tmp_path):
-    from globalpointer.files import (ABANDONED_AFTER_SECONDS, atomic_write_text, directory_being_written, partial_directory,
-                                 remove_abandoned_partials, swap_in_directory)
+    from globalpointer.files import atomic_write_text
 
     umask = os.umask(0o022)
     try:

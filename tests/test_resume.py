@@ -1,5 +1,6 @@
 """Same seed, same result; a run killed with SIGKILL and resumed ends where an uninterrupted one does."""
 import csv
+import fcntl
 import glob
 import json
 import os
@@ -148,6 +149,26 @@ def test_resuming_a_finished_run_adds_no_evaluation(tmp_path, caplog):
         assert train_main(["--config", config, "--resume", "--set", "model.min_score=0.6"]) == 0
     assert list(csv.DictReader(open(tmp_path / "run" / "metrics.csv"))) == rows
     assert "its 1 epoch(s) are done, nothing is left to train" in caplog.text  # not "(epoch 2)"
+
+
+def test_resume_removes_the_checkpoint_a_killed_save_left_half_written(tmp_path):
+    """A run killed while saving (SIGKILL, out of memory) leaves ``last.partial-XXXX``: nothing reads
+    it, and under the run's lock nobody else writes it, so --resume removes it; one a process holds
+    (a writer's lock) and the finished checkpoints stay."""
+    config = tiny_config(tmp_path, train__epochs=1)
+    assert train_main(["--config", config]) == 0
+    killed, held = tmp_path / "run" / "last.partial-k1ll3d", tmp_path / "run" / "best.partial-h3ld"
+    for path in (killed, held):
+        path.mkdir()
+        (path / "model.safetensors").write_bytes(b"half")
+    writer = os.open(held, os.O_RDONLY)
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    try:
+        assert train_main(["--config", config, "--resume"]) == 0
+    finally:
+        os.close(writer)
+    assert not killed.exists() and held.exists()
+    assert (tmp_path / "run" / "last" / "model.safetensors").stat().st_size > 4
 
 
 def test_resume_from_an_empty_weights_file(tmp_path, capsys):

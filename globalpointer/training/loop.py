@@ -34,7 +34,8 @@ from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
 from .recipes import find_word_embeddings
-from .run import Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files, restore
+from .run import (Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files,
+                  remove_unfinished_checkpoints, restore)
 from .step import Stepper, build_optimizer, check_finite_weights
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
         else Progress()
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
+    elif resume and runtime.is_main:
+        remove_unfinished_checkpoints(run.path)
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,

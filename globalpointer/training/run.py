@@ -18,7 +18,7 @@ from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
-                     read_json, resolve_checkpoint)
+                     read_json, remove_unless_held, resolve_checkpoint)
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
@@ -112,14 +112,25 @@ def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
                           f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
 
 
+def _checkpoint_leftovers(run_dir: str, infixes=(PARTIAL, PREVIOUS)) -> List[str]:
+    return [path for name in CHECKPOINTS for infix in infixes
+            for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")]
+
+
 def remove_run_files(run_dir: str) -> None:
-    leftovers = [path for name in CHECKPOINTS for infix in (PARTIAL, PREVIOUS)
-                 for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")]
-    for path in [os.path.join(run_dir, name) for name in RUN_FILES] + leftovers:
+    for path in [os.path.join(run_dir, name) for name in RUN_FILES] + _checkpoint_leftovers(run_dir):
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def remove_unfinished_checkpoints(run_dir: str) -> None:
+    """Remove the partial checkpoints a run killed while saving one (SIGKILL, out of memory) left: under
+    the run's lock (``RunLock``) no other process writes them, and nothing reads them."""
+    for path in _checkpoint_leftovers(run_dir, (PARTIAL,)):
+        if os.path.isdir(path) and not os.path.islink(path) and remove_unless_held(path):
+            log.info("removed %s, a checkpoint the stopped run did not finish writing", path)
 
 
 # Keys (or whole sections) that may change on --resume: they decide what is evaluated, kept, shown or
