@@ -157,8 +157,9 @@ def test_resume_removes_the_checkpoint_a_killed_save_left_half_written(tmp_path)
     (a writer's lock) and the finished checkpoints stay."""
     config = tiny_config(tmp_path, train__epochs=1)
     assert train_main(["--config", config]) == 0
-    killed, held = tmp_path / "run" / "last.partial-k1ll3d", tmp_path / "run" / "best.partial-h3ld"
-    for path in (killed, held):
+    killed, held = tmp_path / "run" / "last.partial-k1ll3d_0", tmp_path / "run" / "best.partial-h3ld0000"
+    mine = tmp_path / "run" / "last.partial-mine"  # a user's folder, not named as a temporary is
+    for path in (killed, held, mine):
         path.mkdir()
         (path / "model.safetensors").write_bytes(b"half")
     writer = os.open(held, os.O_RDONLY)
@@ -167,7 +168,7 @@ def test_resume_removes_the_checkpoint_a_killed_save_left_half_written(tmp_path)
         assert train_main(["--config", config, "--resume"]) == 0
     finally:
         os.close(writer)
-    assert not killed.exists() and held.exists()
+    assert not killed.exists() and held.exists() and mine.exists()
     assert (tmp_path / "run" / "last" / "model.safetensors").stat().st_size > 4
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import glob
 import logging
 import os
+import re
 import shutil
 import signal
 import time
@@ -113,8 +114,11 @@ def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
 
 
 def _checkpoint_leftovers(run_dir: str, infixes=(PARTIAL, PREVIOUS)) -> List[str]:
+    """The checkpoints' temporaries in ``run_dir``, named as ``tempfile.mkdtemp`` names them (8 characters
+    after the infix), so a folder of the user's called ``last.partial-mine`` is not one."""
     return [path for name in CHECKPOINTS for infix in infixes
-            for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")]
+            for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")
+            if re.fullmatch(r"[a-z0-9_]{8}", os.path.basename(path)[len(name + infix):])]
 
 
 def remove_run_files(run_dir: str) -> None:
