@@ -17,6 +17,7 @@ import fcntl
 import glob
 import json
 import os
+import re
 import signal
 import shutil
 import stat
@@ -227,6 +228,15 @@ def partial_directory(directory: str) -> str:
     return partial
 
 
+def temporaries(directory: str, infix: str) -> List[str]:
+    """The directories ``partial_directory`` (``PARTIAL``) or ``swap_in_directory`` (``PREVIOUS``) made
+    beside ``directory``: its name, the infix and mkdtemp's 8 characters, so that a folder of the
+    user's called ``last.partial-mine`` is not one."""
+    prefix = glob.escape(os.path.abspath(directory)) + infix
+    return [path for path in glob.glob(prefix + "?" * 8)
+            if re.fullmatch(r"[a-z0-9_]{8}", path[-8:]) and os.path.isdir(path) and not os.path.islink(path)]
+
+
 @contextlib.contextmanager
 def directory_being_written(directory: str) -> Iterator[str]:
     """A ``partial_directory`` for the block to write ``directory``'s successor into and move into place
@@ -261,14 +271,16 @@ def remove_abandoned_partials(root: str) -> List[str]:
             abandoned = PARTIAL in name and time.time() - os.lstat(path).st_mtime > ABANDONED_AFTER_SECONDS
         except OSError:  # moved into place or removed meanwhile
             continue
-        if abandoned and os.path.isdir(path) and not os.path.islink(path) and remove_unless_held(path):
+        if abandoned and remove_unless_held(path):
             removed.append(path)
     return removed
 
 
 def remove_unless_held(directory: str) -> bool:
-    """Remove ``directory`` unless a process holds a lock on it (a reader's shared one or a writer's):
-    whether it was removed."""
+    """Remove ``directory`` unless a process holds a lock on it (a reader's shared one or a writer's),
+    or it is no directory (a file, a link): whether it was removed."""
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return False
     try:
         handle = os.open(directory, os.O_RDONLY)
     except OSError:  # removed by another process meanwhile

@@ -3,10 +3,8 @@ atomically), where training stands (``Progress``), resuming it, and stopping it 
 import contextlib
 import csv
 import dataclasses
-import glob
 import logging
 import os
-import re
 import shutil
 import signal
 import time
@@ -19,7 +17,7 @@ from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
-                     read_json, remove_unless_held, resolve_checkpoint)
+                     read_json, remove_unless_held, resolve_checkpoint, temporaries)
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
@@ -114,11 +112,8 @@ def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
 
 
 def _checkpoint_leftovers(run_dir: str, infixes=(PARTIAL, PREVIOUS)) -> List[str]:
-    """The checkpoints' temporaries in ``run_dir``, named as ``tempfile.mkdtemp`` names them (8 characters
-    after the infix), so a folder of the user's called ``last.partial-mine`` is not one."""
     return [path for name in CHECKPOINTS for infix in infixes
-            for path in glob.glob(glob.escape(os.path.join(run_dir, name)) + infix + "*")
-            if re.fullmatch(r"[a-z0-9_]{8}", os.path.basename(path)[len(name + infix):])]
+            for path in temporaries(os.path.join(run_dir, name), infix)]
 
 
 def remove_run_files(run_dir: str) -> None:
@@ -133,7 +128,7 @@ def remove_unfinished_checkpoints(run_dir: str) -> None:
     """Remove the partial checkpoints a run killed while saving one (SIGKILL, out of memory) left: under
     the run's lock (``RunLock``) no other process writes them, and nothing reads them."""
     for path in _checkpoint_leftovers(run_dir, (PARTIAL,)):
-        if os.path.isdir(path) and not os.path.islink(path) and remove_unless_held(path):
+        if remove_unless_held(path):
             log.info("removed %s, a checkpoint the stopped run did not finish writing", path)
 
 
