@@ -83,10 +83,10 @@ def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
 
 def record_differences(record: RunConfig, config: RunConfig, keys=MODEL_RECORD_KEYS) -> List[str]:
     """The ``keys`` of what a model is on which ``config`` asks for another value than the model's
-    ``record`` (``data.tokenization: auto`` asks for none)."""
+    ``record`` (``data.tokenization: auto`` and ``model.encoder: auto`` ask for none)."""
     recorded, asked = flatten_config(record), flatten_config(config)
     return [key for key in keys if asked[key] != recorded[key] and
-            not (key == "data.tokenization" and asked[key] == "auto")]
+            not (key in ("data.tokenization", "model.encoder") and asked[key] == "auto")]
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,

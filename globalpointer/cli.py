@@ -278,7 +278,7 @@ def _predict(argv, prog):
 
 
 def _export(argv, prog) -> int:
-    from .deploy.export import OPENVINO_CALIBRATION_TEXTS, export_checkpoint, verify_int8
+    from .deploy.export import OPENVINO_CALIBRATION_TEXTS, VERIFY_TOLERANCE, export_checkpoint, verification
 
     parser = argparse.ArgumentParser(prog=prog, description="A deployable export of a checkpoint: Paddle Inference, "
                                                              "ONNX, INT8.")
@@ -297,16 +297,28 @@ def _export(argv, prog) -> int:
                              "OpenVINO is installed")
     parser.add_argument("--verify", metavar="DEV_FILE", help="with --quantize int8: dev F1, identical texts and "
                                                              "texts/s of float32 and each int8 model on this labelled "
-                                                             "file")
+                                                             "file, on this CPU; an int8 model that loses more than "
+                                                             "--verify-tolerance is not kept (exit 1), and one kept "
+                                                             "runs as int8 on CPUs with the same integer kernels")
+    parser.add_argument("--verify-tolerance", type=float, default=VERIFY_TOLERANCE, metavar="POINTS",
+                        help=f"dev F1 points an int8 model may lose against float32 (default {VERIFY_TOLERANCE:g})")
     args = parser.parse_args(argv)
-    if args.verify and args.quantize != "int8":
-        raise UserError("--verify compares float32 with int8: add --quantize int8")
     files = export_checkpoint(args.model, args.output, args.onnx, args.opset, args.quantize,
-                              requested=args.model, openvino_calibration=args.openvino_calibration)
+                              requested=args.model, openvino_calibration=args.openvino_calibration,
+                              verify=args.verify or "", tolerance=args.verify_tolerance)
     print(f"{args.output}: {', '.join(files)}", file=sys.stderr)
     if args.verify:
-        for row in verify_int8(args.output, args.verify):
+        rows = verification(args.output)
+        for row in rows:
             print(json.dumps(row))
+        for row in rows[1:]:
+            if not row["kept"]:
+                log.error("--verify: %s's INT8 model scored dev F1 %.2f against float32's %.2f on %s (this CPU: %s "
+                          "integer kernels), more than --verify-tolerance %g points lower: not kept; %s holds the "
+                          "float32 export", row["backend"], row["f1"], rows[0]["f1"], args.verify, row["kernels"],
+                          args.verify_tolerance, args.output)
+        if not all(row["kept"] for row in rows[1:]):
+            return 1
     return 0
 
 

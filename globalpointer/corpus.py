@@ -1,5 +1,6 @@
 """The files of a run -> records and labels, and the text encoder its encoder's tokenizer needs."""
 import difflib
+import itertools
 import logging
 import os
 from collections import Counter
@@ -56,32 +57,31 @@ def infer_labels(train_records: Sequence[Record], labels: Sequence[str] = (), so
     return list(labels) or sorted(set(counts) | set(declared_types(train_records) or ()))
 
 
-# A type with at most this share of a near-identical type's entities looks like a typo of it
-RARE_SHARE = 0.1
-
-
 def near_miss_types(counts: Counter) -> List[tuple]:
-    """(rare, frequent) pairs of types that differ only in case or by one edit, the rare one with at
-    most RARE_SHARE of the frequent one's entities: PRE beside PER, per beside PER."""
+    """(rarer, more frequent) pairs of types that look like one typed for the other, whatever their
+    counts: PRE beside PER, per beside PER, persn beside person (``near_miss``)."""
     pairs = []
-    for rare, rare_count in counts.items():
-        for frequent, frequent_count in counts.items():
-            if rare != frequent and rare_count <= RARE_SHARE * frequent_count and \
-                    (rare.lower() == frequent.lower() or one_edit_apart(rare.lower(), frequent.lower())):
-                pairs.append((rare, frequent))
+    for a, b in itertools.combinations(sorted(counts), 2):
+        if near_miss(a, b):
+            pairs.append((a, b) if (counts[a], b) < (counts[b], a) else (b, a))
     return sorted(pairs)
 
 
-def one_edit_apart(a: str, b: str) -> bool:
-    """Whether one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b``."""
-    if abs(len(a) - len(b)) > 1 or a == b:
+def near_miss(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ only in case, by a swap of neighbours, by one letter added or left
+    out, or (in names of five letters or more) by one letter changed: name and game are two types, not
+    a typo."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
         diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
-                                  and a[diff[1]] == b[diff[0]])
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        return swapped or (len(diff) == 1 and len(a) >= 5)
     short, long = (a, b) if len(a) < len(b) else (b, a)
-    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+    return len(short) >= 2 and any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
 def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False) -> None:

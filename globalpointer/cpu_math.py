@@ -46,6 +46,18 @@ def read_cpu_info(path: str = "/proc/cpuinfo") -> CpuInfo:
     return CpuInfo(fields.get("vendor_id", ""), fields.get("model name", ""), set(fields.get("flags", "").split()))
 
 
+def int8_kernels(cpu: Optional[CpuInfo] = None) -> str:
+    """The integer dot products INT8 inference runs on this CPU: ``vnni`` (AVX-512 VNNI, AVX-VNNI or
+    AMX: 8-bit products summed in 32 bits), ``avx2`` (x86 without them: the products are summed in
+    pairs into 16-bit lanes that saturate), or the machine's architecture elsewhere (``aarch64``...)."""
+    cpu = cpu or read_cpu_info()
+    if cpu.flags & {"avx512_vnni", "avx_vnni", "amx_int8"}:
+        return "vnni"
+    if "avx2" in cpu.flags:
+        return "avx2"
+    return platform.machine().lower() or "unknown"
+
+
 SET_BY_US = "GLOBALPOINTER_SET_MKL_DEBUG_CPU_TYPE"  # says which MKL_DEBUG_CPU_TYPE this package set, not the user
 
 

@@ -49,3 +49,25 @@ def test_float16_on_a_checkpoint_is_refused_not_run_in_float32(trained):
 def test_every_exported_file_says_how_to_make_it():
     files = {f for backend in BACKENDS.values() if backend.runs_export for group in backend.files.values() for f in group}
     assert files <= set(backends.EXPORT_FLAGS)
+
+
+def test_an_int8_model_runs_where_it_was_verified_and_is_named_elsewhere():
+    from globalpointer.cpu_math import CpuInfo, int8_kernels
+    from globalpointer.model.backends import int8_unfit
+
+    assert int8_kernels(CpuInfo("AuthenticAMD", "AMD EPYC", {"avx2", "avx512f", "avx512_vnni"})) == "vnni"
+    assert int8_kernels(CpuInfo("GenuineIntel", "Core i7", {"avx2", "avx_vnni"})) == "vnni"
+    assert int8_kernels(CpuInfo("AuthenticAMD", "AMD EPYC 7B12", {"avx2", "fma"})) == "avx2"
+    assert int8_kernels(CpuInfo("GenuineIntel", "Xeon", {"avx2", "avx512f", "avx512bw"})) == "avx2"  # no VNNI
+    verified = {"int8": {"onnxruntime": {"scheme": {"reduce_range": True},
+                                         "verified": {"kernels": "vnni", "f1": 70.5, "float32_f1": 70.96}}}}
+    assert int8_unfit(verified, "onnxruntime", "vnni") == ""
+    said = int8_unfit(verified, "onnxruntime", "avx2")
+    assert said == ("model.int8.onnx was verified on a CPU with vnni integer kernels (dev F1 70.5 against float32's "
+                    "70.96), and this one has avx2")
+    # made by this version without --verify: a scheme that cannot saturate, run as exported
+    assert int8_unfit({"int8": {"onnxruntime": {"scheme": {"reduce_range": True}}}}, "onnxruntime", "avx2") == ""
+    # made by an earlier version (no record): full-range weights, known to saturate without VNNI
+    assert "made by an earlier version" in int8_unfit({}, "onnxruntime", "avx2")
+    assert int8_unfit({}, "onnxruntime", "vnni") == ""
+    assert "model.int8.xml was made by an earlier version" in int8_unfit({"int8": "?"}, "openvino", "aarch64")

@@ -17,7 +17,7 @@ def write(tmp_path, text):
 def test_defaults_are_all_visible_and_round_trip():
     text = dump_config(RunConfig())
     tree = yaml.safe_load(text)
-    assert tree["model"]["encoder"] == "m3e-small" and tree["train"]["lr"] == 3e-4
+    assert tree["model"]["encoder"] == "auto" and tree["train"]["lr"] == 3e-4
     assert "# peak learning rate of the encoder" in text
     assert load_config(base=tree) == RunConfig()
 

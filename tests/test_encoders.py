@@ -11,6 +11,7 @@ import pytest
 
 from globalpointer.cli import predict_main, train_main
 from globalpointer.files import ABANDONED_AFTER_SECONDS, partial_directory
+from globalpointer.errors import ConfigError
 from globalpointer.model.encoders import EncoderError, bundled_directory, load_encoder, vocab_from_tokenizer_json, vocab_is_uncased
 from globalpointer.model.weights import read_state
 from helpers import write_malicious_pickle
@@ -250,3 +251,24 @@ def test_unknown_encoder_is_a_clear_error(tmp_path, capsys):
     config = tiny_config(tmp_path, model__encoder="./no-such-encoder")
     assert train_main(["--config", config]) == 2
     assert "encoder directory not found: ./no-such-encoder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("texts, chosen", [
+    (["张三在北京大学读书，他喜欢看NBA比赛"], "m3e-small"),  # Chinese with a Latin acronym
+    (["EU rejects German call to boycott British lamb .", "Peter Blackburn"], "all-MiniLM-L6-v2"),
+    (["Zürich et Genève sont en Suisse"], "all-MiniLM-L6-v2"),
+    (["東京は日本の首都です"], "m3e-small"),
+    (["12 345", "--"], "m3e-small"),  # no letters: the earlier default
+])
+def test_encoder_auto_is_the_bundled_one_for_the_training_texts_script(texts, chosen):
+    from globalpointer.model.encoders import choose_encoder
+
+    assert choose_encoder(texts)[0] == chosen
+
+
+def test_encoder_auto_refuses_a_script_neither_bundled_encoder_reads():
+    from globalpointer.model.encoders import choose_encoder
+
+    with pytest.raises(ConfigError, match="100% of the training texts' letters are of a script neither bundled "
+                                          "encoder reads .*set model.encoder"):
+        choose_encoder(["Москва — столица России"])

@@ -75,6 +75,24 @@ def test_fetch_lays_out_checked_files_and_keeps_them(toy_set, tmp_path, capsys):
     assert (tmp_path / "other" / "toy" / "dev.json").read_text(encoding="utf-8") == DEV
 
 
+def test_fetch_from_the_folder_an_archive_was_unpacked_into_and_not_from_one_of_its_files(toy_set, tmp_path,
+                                                                                           capsys):
+    unpacked = tmp_path / "unpacked" / "toy"
+    unpacked.mkdir(parents=True)
+    (unpacked / "train.json").write_text(TRAIN, encoding="utf-8")
+    (unpacked / "dev.json").write_text(DEV, encoding="utf-8")
+    assert cli(["data", "fetch", "toy", "--from", str(tmp_path / "unpacked"), "--to", str(tmp_path / "data")]) == 0
+    assert (tmp_path / "data" / "toy" / "train.json").read_text(encoding="utf-8") == TRAIN
+    # each file's own checks still apply to a folder
+    (unpacked / "train.json").write_text(TRAIN + TRAIN, encoding="utf-8")
+    assert cli(["data", "fetch", "toy", "--from", str(unpacked), "--to", str(tmp_path / "other")]) != 0
+    assert "train.json has MD5" in capsys.readouterr().err and not (tmp_path / "other").exists()
+    assert cli(["data", "fetch", "toy", "--from", str(unpacked / "dev.json"), "--to", str(tmp_path / "other")]) != 0
+    err = capsys.readouterr().err
+    assert "dev.json is one of toy's files, not its archive: pass the archive, or the folder that holds all of " \
+           "train.json, dev.json" in err and "cut short" not in err
+
+
 def test_a_users_file_in_the_way_is_kept_and_nothing_is_written(toy_set, tmp_path, capsys):
     (tmp_path / "data" / "toy").mkdir(parents=True)
     (tmp_path / "data" / "toy" / "dev.json").write_text("my own dev set\n")

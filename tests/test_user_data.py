@@ -26,10 +26,13 @@ def test_types_are_logged_with_their_counts_and_a_typo_is_named(caplog):
 @pytest.mark.parametrize("types, warned", [
     (["name"] * 30 + ["Name"], "'Name' (1 entities) is close to 'name' (30)"),
     (["ORG"] * 30 + ["ORGS"] * 2, "'ORGS' (2 entities) is close to 'ORG' (30)"),
-    (["name"] * 30 + ["game"] * 20, None),  # two real types one letter apart, both frequent
+    (["PER"] * 5 + ["PRE"] * 25, "'PER' (5 entities) is close to 'PRE' (25)"),  # whatever the counts
+    (["person"] * 12 + ["persn"] * 10, "'persn' (10 entities) is close to 'person' (12)"),
+    (["company"] * 12 + ["compamy"] * 10, "'compamy' (10 entities) is close to 'company' (12)"),
+    (["name"] * 30 + ["game"] * 20, None),  # two real types of four letters, one letter changed
     (["PER"] * 30 + ["LOC"] * 2, None),
 ])
-def test_only_a_rare_near_miss_of_a_frequent_type_is_warned_about(caplog, types, warned):
+def test_a_near_miss_of_another_type_is_warned_about_whatever_their_counts(caplog, types, warned):
     infer_labels(records(types), source="t")
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert (warned in warnings[0]) if warned else warnings == [], warnings

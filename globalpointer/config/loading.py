@@ -259,10 +259,10 @@ def absolute_paths(value: Any, folder: str) -> Any:
     return value
 
 
-# Keys added after runs were first saved whose default changes what a run does: a saved config without
-# one was trained as this value says (read back, a run of an earlier version resumes as it began).
+# Keys added, or whose default changed, after runs were first saved: a saved config without one was
+# trained as this value says (read back, a run of an earlier version resumes as it began).
 BEFORE_THE_KEY = {("train", "boundary_smoothing"): 0.0, ("train", "max_steps"): 0,
-                  ("train", "boundary_smoothing_max_texts"): 0}
+                  ("train", "boundary_smoothing_max_texts"): 0, ("model", "encoder"): "m3e-small"}
 
 
 def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Override]] = None,

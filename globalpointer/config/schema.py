@@ -93,8 +93,10 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    encoder: str = _opt("m3e-small", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
-                        "(PaddleNLP or Hugging Face format), a PaddleNLP model name, or 'tiny' (random, tests only)")
+    encoder: str = _opt("auto", "a bundled encoder (m3e-small, all-MiniLM-L6-v2), a local directory "
+                        "(PaddleNLP or Hugging Face format), a PaddleNLP model name, 'tiny' (random, tests only), "
+                        "or auto: m3e-small for Chinese training texts, all-MiniLM-L6-v2 for Latin-script ones "
+                        "(a model trained from train.init_from keeps its encoder)")
     head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
                      _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
@@ -204,6 +206,10 @@ class InferenceConfig:
     precision: str = _opt("float32", "float16: exports on a GPU with paddle-inference; int8: an export made with "
                           "--quantize int8, its model.int8.xml on openvino where both are there (auto), else its "
                           "model.int8.onnx on onnxruntime", ("float32", "float16", "int8"))
+    int8_unverified_cpu: str = _opt("float32", "what inference.precision=int8 runs on a CPU whose integer kernels "
+                                    "the export's INT8 model was not verified on (export --verify; an INT8 model "
+                                    "of earlier versions: not on CPUs without VNNI): float32 (model.onnx), said in "
+                                    "one line, or int8 anyway", ("float32", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
                                "window, or several short ones, inference.pack_texts)", bounds=POSITIVE)

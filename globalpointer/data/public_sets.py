@@ -1,12 +1,14 @@
 """The public datasets the shipped configs read, fetched into the layout they read
 (``globalpointer data fetch SET``, docs/data-formats.md#public-datasets).
 
-Each set's archive comes from its source, or from a mirror or a file the user names with ``--from``;
-the same checks apply to all three: the archive's and each file's published MD5 where the source
-publishes one, otherwise the number of records of each file as the set's paper gives it.  Nothing is
+Each set's archive comes from its source, or from a mirror, a file or the folder it was unpacked into
+that the user names with ``--from``; the same checks apply to all: the archive's (not a folder's) and
+each file's published MD5 where the source publishes one, otherwise the number of records of each
+file as the set's paper gives it.  Nothing is
 written unless every file passes, a file already in place is kept (and one that differs is refused,
 never replaced), and each file is renamed into ``DIR/<set>/`` whole.  A set behind a registration or a
 licence is named with where to get it and where to put it; nothing is fetched for it."""
+import functools
 import hashlib
 import io
 import logging
@@ -16,7 +18,7 @@ import urllib.error
 import urllib.parse
 import zipfile
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import DataError, UserError
 from ..files import atomic_output
@@ -161,7 +163,7 @@ def download(location: str) -> bytes:
     file already downloaded."""
     if urllib.parse.urlsplit(location).scheme not in ("http", "https"):
         if not os.path.isfile(location):
-            raise UserError(f"--from {location}: no such file, and not an http(s) URL")
+            raise UserError(f"--from {location}: no such file or folder, and not an http(s) URL")
         with open(location, "rb") as source:
             return _bounded(source, location)
     check_address(location, "--from")
@@ -185,46 +187,58 @@ def _bounded(stream, location: str, budget: Optional[List[int]] = None) -> bytes
 
 
 def archive_members(location: str, content: bytes, wanted: Sequence[str]) -> Tuple[Dict[str, bytes], List[str]]:
-    """The regular files of a zip or tar(.gz) archive whose base names are ``wanted``, read within
-    ``MAX_EXPANDED_BYTES`` together, and the base names of all of them (folders and macOS's
-    ``__MACOSX`` copies left out), for the message when one is missing.  An archive of more than
-    ``MAX_ARCHIVE_MEMBERS`` entries, or with two files for one wanted name, is refused."""
+    """The regular files of a zip or tar(.gz) archive whose base names are ``wanted`` (``collected``)."""
+    try:
+        if zipfile.is_zipfile(io.BytesIO(content)):
+            with zipfile.ZipFile(io.BytesIO(content)) as archive:
+                entries = [info for info in archive.infolist() if not info.is_dir()]
+                return collected(location, ((info.filename, functools.partial(archive.open, info))
+                                            for info in entries), wanted)
+        with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
+            # one entry at a time: a tar's entry list is only known by reading it
+            return collected(location, ((info.name, functools.partial(archive.extractfile, info))
+                                        for info in archive if info.isfile()), wanted)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
+        raise DataError(f"{location}: neither a zip nor a tar archive that can be read ({error}); the download "
+                        f"may have been cut short: fetch it again") from None
+
+
+def folder_members(location: str, wanted: Sequence[str]) -> Tuple[Dict[str, bytes], List[str]]:
+    """The files under the folder ``location`` (an archive unpacked) whose base names are ``wanted``."""
+    def entries():
+        for root, folders, files in os.walk(location):
+            folders.sort()
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                if os.path.isfile(path):
+                    yield os.path.relpath(path, location), functools.partial(open, path, "rb")
+    return collected(location, entries(), wanted)
+
+
+def collected(location: str, entries: Iterable[Tuple[str, Callable]], wanted: Sequence[str]
+              ) -> Tuple[Dict[str, bytes], List[str]]:
+    """Of ``entries`` (path, a function opening it), those whose base names are ``wanted``, read within
+    ``MAX_EXPANDED_BYTES`` together, and the base names of all of them (macOS's ``__MACOSX`` copies left
+    out), for the message when one is missing.  More than ``MAX_ARCHIVE_MEMBERS`` entries, or two files
+    for one wanted name, are refused."""
     members: Dict[str, bytes] = {}
     paths: Dict[str, str] = {}
     names: List[str] = []
     budget = [MAX_EXPANDED_BYTES]
-
-    def take(name: str, path: str, stream) -> None:
+    for path, opener in entries:
+        if path.startswith("__MACOSX/"):
+            continue
+        names.append(os.path.basename(path))
+        _check_entries(location, len(names))
+        name = names[-1]
+        if name not in wanted:
+            continue
         if name in members:
             raise DataError(f"{location}: two files for {name} ({paths[name]} and {path}); which is the set's cannot "
                             f"be told: nothing was written")
-        members[name], paths[name] = _bounded(stream, f"{location}!{path}", budget), path
-
-    try:
-        if zipfile.is_zipfile(io.BytesIO(content)):
-            with zipfile.ZipFile(io.BytesIO(content)) as archive:
-                entries = [info for info in archive.infolist()
-                           if not info.is_dir() and not info.filename.startswith("__MACOSX/")]
-                _check_entries(location, len(entries))
-                for info in entries:
-                    names.append(os.path.basename(info.filename))
-                    if names[-1] in wanted:
-                        with archive.open(info) as member:
-                            take(names[-1], info.filename, member)
-            return members, names
-        with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
-            count = 0
-            for info in archive:  # one entry at a time: a tar's entry list is only known by reading it
-                count += 1
-                _check_entries(location, count)
-                if info.isfile():
-                    names.append(os.path.basename(info.name))
-                    if names[-1] in wanted:
-                        take(names[-1], info.name, archive.extractfile(info))
-        return members, names
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
-        raise DataError(f"{location}: neither a zip nor a tar archive that can be read ({error}); the download "
-                        f"may have been cut short: fetch it again") from None
+        with opener() as member:
+            members[name], paths[name] = _bounded(member, f"{location}!{path}", budget), path
+    return members, names
 
 
 def _check_entries(location: str, count: int) -> None:
@@ -233,12 +247,22 @@ def _check_entries(location: str, count: int) -> None:
                         f"has; nothing was written")
 
 
-def checked_files(name: str, chosen: PublicSet, location: str, content: bytes) -> List[Tuple[SetFile, bytes]]:
-    """Each file of the set with the content to write, after the archive's and the files' checks."""
-    if chosen.md5 and hashlib.md5(content).hexdigest() != chosen.md5:
-        raise DataError(f"{location}: MD5 {hashlib.md5(content).hexdigest()}, but {name}'s archive has "
-                        f"{chosen.md5}: the download is damaged or not this set's; nothing was written")
-    members, names = archive_members(location, content, [wanted.member for wanted in chosen.files])
+def checked_files(name: str, chosen: PublicSet, location: str, content: Optional[bytes]
+                  ) -> List[Tuple[SetFile, bytes]]:
+    """Each file of the set with the content to write, after the archive's and the files' checks.
+    ``content``: the archive's bytes, or None where ``location`` is the folder it was unpacked into
+    (then each file's own checks alone)."""
+    wanted_names = [wanted.member for wanted in chosen.files]
+    if content is None:
+        members, names = folder_members(location, wanted_names)
+    else:
+        if os.path.basename(location) in wanted_names:
+            raise UserError(f"--from {location} is one of {name}'s files, not its archive: pass the archive, or the "
+                            f"folder that holds all of {', '.join(wanted_names)}")
+        if chosen.md5 and hashlib.md5(content).hexdigest() != chosen.md5:
+            raise DataError(f"{location}: MD5 {hashlib.md5(content).hexdigest()}, but {name}'s archive has "
+                            f"{chosen.md5}: the download is damaged or not this set's; nothing was written")
+        members, names = archive_members(location, content, wanted_names)
     files = []
     for wanted in chosen.files:
         if wanted.member not in members:
@@ -287,7 +311,7 @@ def fetch_set(name: str, directory: str = "data", location: Optional[str] = None
         raise UserError(f"{name} cannot be downloaded automatically ({chosen.source}): "
                         f"{chosen.manual.replace('DIR/', os.path.join(directory, ''))}")
     location = location or chosen.url
-    files = checked_files(name, chosen, location, download(location))
+    files = checked_files(name, chosen, location, None if os.path.isdir(location) else download(location))
     paths = [os.path.join(target, wanted.name) for wanted, _ in files]
     for path, (_, content) in zip(paths, files):
         if os.path.lexists(path) and not (os.path.isfile(path) and open(path, "rb").read() == content):

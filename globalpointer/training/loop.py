@@ -2,6 +2,7 @@
 evaluation with the best and last checkpoints and early stopping; the test report.  step.py holds
 the step (micro-batches, recipes, the update), run.py the run directory, progress and resume."""
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -27,7 +28,7 @@ from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report
 from ..files import RunLock, resolve_checkpoint
 from ..inference.extractor import Extractor
-from ..model.encoders import Encoder, check_position_limit, load_encoder, position_limit
+from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
@@ -103,6 +104,8 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if stopped_early and state.runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
     summary = run_summary(state, stopped_early)
+    if state.dev_records and not progress.best_f1 and state.runtime.is_main:
+        warn_nothing_learned(state)
     fit = bool(state.dev_records) and config.train.calibrate != "none" and HEADS[config.model.head].span_scores
     if (fit or state.test_records) and state.runtime.is_main:  # the main process decodes the saved model
         load_weights(state.network, resolve_checkpoint(state.run.best))
@@ -123,7 +126,11 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     data, train = config.data, config.train
     train_records = load_sources(data.train, data.reading)
     labels = infer_labels(train_records, data.labels, sources_name(data.train, "data.train"))
+    config = resolved_encoder(config, train_records)
     encoder, start, labels = starting_point(config, labels)
+    if start is not None and config.model.encoder == AUTO:  # the trained model's, as its weights are
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                       encoder=start.config.model.encoder))
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
     planes = annotated_planes(train_records, labels)
@@ -239,6 +246,16 @@ def warn_long_texts(windows, records, max_length: int, source: str) -> None:
                     records[longest].text[:30], count)
 
 
+def resolved_encoder(config: RunConfig, train_records: List[Record]) -> RunConfig:
+    """``config`` with ``model.encoder: auto`` resolved by the training texts' script (``choose_encoder``);
+    a run from ``train.init_from`` resolves it to that model's encoder (``prepare``)."""
+    if config.model.encoder != AUTO or config.train.init_from:
+        return config
+    name, why = choose_encoder(record.text for record in train_records)
+    log.info("model.encoder auto: %s (%s; set model.encoder to choose another)", name, why)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, encoder=name))
+
+
 def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optional[LoadedModel], List[str]]:
     """The encoder a run starts from, the trained model it starts from (``train.init_from``, else
     None) and its types: the trained model's, in their order, then those of ``labels`` it lacks."""
@@ -351,6 +368,17 @@ def evaluate_and_save(state: Training, train_loss: float) -> bool:
                                      f1_without_average)
     state.run.save_last(network, state.optimizer, stepper.ema, progress)
     return 0 < train.patience <= progress.evals_since_best
+
+
+def warn_nothing_learned(state: Training) -> None:
+    """A run whose best dev F1 is 0 learned nothing it could show: said with what usually causes it."""
+    config = state.config
+    log.warning("the best dev F1 is 0.00: the model found none of the dev file's entities. Likely causes: an encoder "
+                "for another language (model.encoder %s, data.tokenization %s: set model.encoder to one for your "
+                "texts, docs/training.md#encoders); too little training for the types (%d training windows, %d "
+                "steps); a learning rate too high or too low (train.lr %g); or a dev file annotated with other "
+                "types or spans than the training file", config.model.encoder, config.data.tokenization,
+                len(state.windows), state.progress.global_step, config.train.lr)
 
 
 def run_summary(state: Training, stopped_early: bool) -> dict:
