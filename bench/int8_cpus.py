@@ -67,11 +67,11 @@ class Recorder:
     def __init__(self, model, answers=None):
         self.model, self.answers, self.feeds = model, answers, []
 
-    def __call__(self, *inputs):
-        self.feeds.append(self.model.feed(*inputs))
+    def __call__(self, **inputs):
+        self.feeds.append(self.model.feed(**inputs))
         if self.answers is not None:
             return self.answers[str(len(self.feeds) - 1)]
-        return self.model(*inputs)
+        return self.model(**inputs)
 
     def __getattr__(self, name):
         return getattr(self.model, name)

@@ -70,6 +70,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-steps", type=int, default=8, help="timed optimizer steps per repeat")
     args = parser.parse_args()
+    if not os.path.isfile(os.path.join(args.export, "model.onnx")):
+        parser.error(f"--export {args.export} has no model.onnx: export with --onnx (globalpointer export --model "
+                     f"{args.model} --output {args.export} --onnx [--quantize int8])")
 
     print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
     ours = globalpointer.load(args.model, backend="dynamic", window_batch_size=args.batch_size)

@@ -126,7 +126,7 @@ def _run(main, argv: Optional[List[str]], prog: str) -> int:
 
 def _train(argv, prog):
     parser = argparse.ArgumentParser(prog=prog, description="Train a GlobalPointer entity extractor.")
-    _config_arguments(parser, config_required=True)
+    _config_arguments(parser, config_required=False)  # required to train, not to --print-config the defaults
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last (same config)")
     mode.add_argument("--overwrite", action="store_true",
@@ -141,6 +141,8 @@ def _train(argv, prog):
     if args.print_config:
         sys.stdout.write(dump_config(config))
         return 0
+    if not args.config:
+        parser.error("the following arguments are required: --config (or --print-config to see every default)")
     from .training.loop import train
 
     summary = train(config, resume=args.resume, overwrite=args.overwrite, resume_anyway=args.resume_anyway,

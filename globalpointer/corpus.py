@@ -84,21 +84,27 @@ def near_miss(a: str, b: str) -> bool:
     return len(short) >= 2 and any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
-def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False) -> None:
+def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False,
+                declared: bool = False) -> None:
     """An entity type the model does not know would silently count as a miss forever.  ``trained``:
-    the labels are a trained model's, which no setting changes (evaluate, calibrate)."""
+    the labels are a trained model's, which no setting changes (evaluate, calibrate); ``declared``:
+    they are data.labels as the config lists them, else the training data's."""
     known = set(labels)
     for record in records:
         for entity in record.entities:
             if entity.type not in known:
                 close = difflib.get_close_matches(entity.type, list(labels), n=1, cutoff=0.6)
-                near = f" (a near miss of {close[0]!r}: a typo there, or in the record?)" if close else ""
-                fix = (f"the model cannot predict it: rename or remove those entities, or evaluate a model trained "
-                       f"with {entity.type!r}" if trained else "add it to data.labels (or leave data.labels out: "
-                       "the types of the training data), or fix the record")
-                where = "the model's types" if trained else "the run's types, data.labels or the training data's,"
-                raise DataError(f"{record.source}: entity type {entity.type!r} is not among {where} "
-                                f"({', '.join(labels)}){near}; {fix}")
+                near = f", a near miss of {close[0]!r}: a typo there, or in the record?" if close else ""
+                if trained:
+                    where, fix = "the model's types", (f"the model cannot predict it: rename or remove those "
+                                                       f"entities, or evaluate a model trained with {entity.type!r}")
+                elif declared:
+                    where, fix = "data.labels", ("add it to data.labels (or leave data.labels out: the types of "
+                                                 "the training data), or fix the record")
+                else:
+                    where, fix = "the training data's types", "fix the record, or add training texts of that type"
+                raise DataError(f"{record.source}: entity type {entity.type!r} is not in {where} "
+                                f"({', '.join(labels)}{near}); {fix}")
 
 
 def resolve_tokenization(mode: str, tokenizer) -> str:

@@ -1,5 +1,6 @@
 """corpus.py: a run's files as records, with errors that name the file and line."""
 import json
+import re
 import logging
 
 import pytest
@@ -23,8 +24,17 @@ def test_dev_type_missing_from_train_names_file_and_line(tmp_path, capsys):
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert train_main(["--config", config]) == 2
     err = capsys.readouterr().err
-    assert "dev.jsonl:3: entity type 'SCHOOL' is not among the run's types, data.labels or the training data's" in err
-    assert "add it to data.labels" in err
+    assert "dev.jsonl:3: entity type 'SCHOOL' is not in the training data's types (" in err
+    assert "fix the record, or add training texts of that type" in err
+
+
+def test_a_typo_in_data_labels_is_blamed_on_the_first_file_that_holds_the_type(tmp_path, capsys):
+    config = tiny_config(tmp_path, data__labels=["LOC", "OGR", "PER"])
+    assert train_main(["--config", config]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"train.jsonl:\d+: entity type 'ORG' is not in data.labels \(LOC, OGR, PER, a near miss of "
+                     r"'OGR': a typo there, or in the record\?\); add it to data.labels", err), err
+    assert "dev.jsonl" not in err
 
 
 def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, caplog):
@@ -44,6 +54,6 @@ def test_a_type_missing_from_data_labels_names_the_near_miss(tmp_path):
     from globalpointer.errors import DataError
     from globalpointer.spans import Entity, Record
 
-    with pytest.raises(DataError, match=r"dev.jsonl:1: entity type 'PER' is not among the run's types.*\(PRE, LOC\) "
-                                        r"\(a near miss of 'PRE': a typo there, or in the record\?\)"):
-        check_types([Record("张三", [Entity(0, 2, "PER")], "dev.jsonl:1")], ["PRE", "LOC"])
+    with pytest.raises(DataError, match=r"dev.jsonl:1: entity type 'PER' is not in data.labels \(PRE, LOC, "
+                                        r"a near miss of 'PRE': a typo there, or in the record\?\)"):
+        check_types([Record("张三", [Entity(0, 2, "PER")], "dev.jsonl:1")], ["PRE", "LOC"], declared=True)

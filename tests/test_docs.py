@@ -133,3 +133,15 @@ def test_config_keys_are_kept_whole_in_the_tables():
     assert "stylesheets/extra.css" in site["extra_css"]
     css = open(os.path.join(ROOT, "docs", "stylesheets", "extra.css"), encoding="utf-8").read()
     assert "td:first-child > code:only-child" in css and "white-space: nowrap" in css
+
+
+def test_the_quickstarts_length_is_stated_the_same_everywhere():
+    """One figure for how long the quickstart trains, in each place that states one."""
+    pages = {"README.md": "Training takes", "docs/index.md": "stopped by the dev F1",
+             "configs/quickstart.yaml": "# Quickstart:", "docs/configuration.md": "| `quickstart.yaml` |"}
+    stated = {}
+    for page, near in pages.items():
+        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+        at = text.index(near)
+        stated[page] = re.search(r"(\d+ to \d+|about \w+|a few) minutes", text[at:at + 300]).group(0)
+    assert len(set(stated.values())) == 1, stated

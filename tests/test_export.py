@@ -197,6 +197,61 @@ def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_pa
     assert not (tmp_path / "no").exists()
 
 
+def test_verify_refuses_an_int8_model_that_loses_f1_and_keeps_the_float32_export(trained, tmp_path, monkeypatch,
+                                                                                  capsys, caplog):
+    from globalpointer.deploy import export
+
+    real = export.verify_int8
+
+    def losing(directory, data_path):  # the INT8 model as a CPU that saturates scores it: 2 points below
+        rows = real(directory, data_path)
+        return [rows[0]] + [{**row, "f1": round(rows[0]["f1"] - 2.0, 2)} for row in rows[1:]]
+
+    monkeypatch.setattr(export, "verify_int8", losing)
+    target = tmp_path / "refused"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+                "--verify", str(trained / "dev.jsonl")]) == 1
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(row["model"], row.get("kept")) for row in rows] == [("float32", None), ("int8", False)]
+    said = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(said) == 1 and f"scored dev F1 {rows[1]['f1']:.2f} against float32's {rows[0]['f1']:.2f}" in said[0]
+    assert "more than --verify-tolerance 1 points lower: not kept" in said[0] and "\n" not in said[0]
+    assert not (target / "model.int8.onnx").exists() and (target / "model.onnx").exists()
+    record = json.load(open(target / "export.json"))
+    assert "model.int8.onnx" not in record["files"] and "refused" in record["int8"]["onnxruntime"]
+    with pytest.raises(ConfigError, match="has no model.int8.onnx"):
+        choose_backend("auto", open_model(str(target)), precision="int8", installed=lambda name: True)
+    # a tolerance that admits the loss keeps it
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+                "--verify", str(trained / "dev.jsonl"), "--verify-tolerance", "2.5"]) == 0
+    assert (target / "model.int8.onnx").exists()
+
+
+def test_an_int8_model_runs_float32_on_a_cpu_of_other_integer_kernels_unless_told(trained, tmp_path, monkeypatch,
+                                                                                  caplog):
+    import globalpointer.cpu_math as cpu_math
+    from globalpointer.inference.pipeline import load
+
+    target = tmp_path / "int8"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(target), "--quantize", "int8",
+                "--verify", str(trained / "dev.jsonl")]) == 0
+    here = cpu_math.int8_kernels()
+    assert json.load(open(target / "export.json"))["int8"]["onnxruntime"]["verified"]["kernels"] == here
+    ner = load(str(target), ["inference.precision=int8", "inference.backend=onnxruntime"])
+    assert ner.config.inference.precision == "int8" and "model.int8.onnx" in ner.extractor.model.session._model_path
+    other = "avx2" if here != "avx2" else "vnni"
+    monkeypatch.setattr(cpu_math, "int8_kernels", lambda cpu=None: other)
+    caplog.clear()
+    ner = load(str(target), ["inference.precision=int8", "inference.backend=onnxruntime"])
+    assert ner.config.inference.precision == "float32" and ner.extractor.model.session._model_path.endswith("model.onnx")
+    [said] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"model.int8.onnx was verified on a CPU with {here} integer kernels" in said
+    assert f"this one has {other}; running float32 (model.onnx) instead" in said
+    ner = load(str(target), ["inference.precision=int8", "inference.backend=onnxruntime",
+                             "inference.int8_unverified_cpu=int8"])
+    assert ner.config.inference.precision == "int8"
+
+
 def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path, capfd):
     pytest.importorskip("openvino")
     pytest.importorskip("nncf")

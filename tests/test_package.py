@@ -2,12 +2,15 @@
 requirements and the encoders into a fresh virtualenv, used from a directory outside the checkout."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/int8_cpus.py's schemes
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +57,26 @@ def test_a_wheel_installs_and_works_from_any_directory(tmp_path):
         assert f"# {line}\n" in readme, line
     package = run([bin_dir / "python", "-c", "import globalpointer; print(globalpointer.__file__)"], cwd=elsewhere)
     assert str(venv) in package  # the installed wheel, not the checkout
+    # INT8 of the quickstart's model on this CPU: export --verify keeps it only within 1.0 dev F1 of float32
+    done = subprocess.run([bin_dir / "globalpointer", "export", "--model", "OUT/best", "--output", "OUT/int8",
+                           "--quantize", "int8", "--verify", f"{sample}/dev.json"], cwd=elsewhere,
+                          capture_output=True, text=True, timeout=1800)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and rows[1]["kept"], done.stderr[-2000:]
+    assert rows[0]["f1"] == 70.96 and abs(rows[1]["f1"] - rows[0]["f1"]) <= 1.0, rows
+    verified = json.loads((elsewhere / "OUT" / "int8" / "export.json").read_text())["int8"]["onnxruntime"]
+    assert verified["verified"]["kernels"] in ("vnni", "avx2")  # what load compares with the CPU it runs on
+    # and on an x86 CPU of the other kind of integer kernels, emulated (QEMU's EPYC-Rome: AVX2 without VNNI),
+    # where the earlier full-range weights lost 47 points
+    if shutil.which("qemu-x86_64") is None:
+        pytest.skip("qemu-x86_64 (Debian's qemu-user) is not installed: INT8 on an AVX2 CPU without VNNI not checked")
+    from int8_cpus import SCHEMES
+    from globalpointer.deploy.export import INT8_SCHEME
+
+    [shipped] = [name for name, (backend, scheme) in SCHEMES.items() if scheme == INT8_SCHEME]
+    rows = [json.loads(line) for line in run([bin_dir / "python", os.path.join(ROOT, "bench", "int8_cpus.py"),
+                                              "--model", "OUT/best", "--data", f"{sample}/dev.json", "--schemes",
+                                              shipped, "--repeats", "1", "--emulate", "EPYC-Rome"],
+                                             cwd=elsewhere).splitlines() if line.startswith("{")]
+    emulated = rows[-1]
+    assert emulated["host"] == "qemu-x86_64 -cpu EPYC-Rome" and abs(emulated["f1"] - 70.96) <= 1.0, rows

@@ -184,6 +184,31 @@ def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
         capsys.readouterr().err
 
 
+def test_init_from_scores_the_added_types_apart_at_each_evaluation_and_in_the_summary(tmp_path, capsys, caplog):
+    first = trained_without_org(tmp_path)
+    records = make_records(120, 3)
+    orgs = [{**r, "entities": [e for e in r["entities"] if e["type"] == "ORG"]} for r in records]
+    tree = {"data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
+                     "dev": write_jsonl(tmp_path / "dev.jsonl", make_records(40, 5)),
+                     "max_length": 24, "window_overlap": 8},
+            "model": {"head_size": 16}, "train": {"epochs": 2, "batch_size": 16, "init_from": str(first)},
+            "device": "cpu", "output_dir": str(tmp_path / "second")}  # model.encoder auto: the trained model's
+    caplog.set_level("INFO", logger="globalpointer")
+    assert train_main(["--config", write_yaml(tmp_path / "second.yaml", tree)]) == 0
+    captured = capsys.readouterr()
+    err = captured.out + captured.err
+    lines = [line for line in err.splitlines() if line.startswith("step ")]
+    assert len(lines) == 2 and all("; the added types (ORG) F1 " in line for line in lines), lines
+    summary = json.load(open(tmp_path / "second" / "summary.json"))
+    report = json.load(open(tmp_path / "second" / "dev_report.json"))
+    assert summary["added_types"]["types"] == ["ORG"]
+    assert summary["added_types"]["f1"] == pytest.approx(report["per_type"]["ORG"]["f1"], abs=1e-6)
+    said = caplog.text
+    assert f"the added types (ORG): dev F1 {100 * report['per_type']['ORG']['f1']:.2f} at the best checkpoint" in said
+    assert "model.encoder auto" not in said and yaml.safe_load(
+        open(tmp_path / "second" / "best" / "config.yaml"))["model"]["encoder"] == "tiny"
+
+
 @pytest.mark.parametrize("head, shared", [("global_pointer", False), ("efficient_global_pointer", True)])
 def test_the_untaught_types_warning_names_what_drifts(head, shared, caplog):
     from globalpointer.training.loop import warn_untaught

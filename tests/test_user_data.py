@@ -113,7 +113,7 @@ def test_evaluating_a_type_the_model_lacks_says_what_can_be_done_now(trained, tm
                                ensure_ascii=False) + "\n", encoding="utf-8")
     assert evaluate_main(["--model", str(trained / "run" / "best"), "--data", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "entity type 'PERSON' is not among the model's types" in err and "data.labels" not in err
+    assert "entity type 'PERSON' is not in the model's types" in err and "data.labels" not in err
     assert "rename or remove those entities, or evaluate a model trained with 'PERSON'" in err
 
 

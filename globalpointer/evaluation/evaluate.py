@@ -21,12 +21,13 @@ class Evaluation(NamedTuple):
     seconds: float  # of prediction alone
 
 
-def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True) -> List[Record]:
+def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True,
+                     declared: bool = False) -> List[Record]:
     """The records of ``path`` (a file, or data entries), read as a model's config reads files
     (``DataConfig.reading``); a type the model does not know is an error naming it (``trained``: of a
-    trained model, else of a run's training data)."""
+    trained model, else of a run: ``declared`` in data.labels, or its training data's)."""
     records = load_sources(path, reading)
-    check_types(records, labels, trained)
+    check_types(records, labels, trained, declared)
     return records
 
 

@@ -14,6 +14,13 @@ def _prf(tp: int, n_pred: int, n_gold: int) -> Dict[str, float]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
+def types_scores(report: dict, types: Sequence[str]) -> Dict[str, float]:
+    """Micro precision / recall / F1 over ``types`` alone, from a ``span_report``'s per-type counts."""
+    rows = [report["per_type"][kind] for kind in types if kind in report["per_type"]]
+    return _prf(sum(row["correct"] for row in rows), sum(row["predicted"] for row in rows),
+                sum(row["support"] for row in rows))
+
+
 def span_report(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]],
                 labels: Sequence[str] = ()) -> dict:
     """Micro scores over all spans, macro F1 over types, and a per-type table.  A prediction is

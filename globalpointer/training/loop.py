@@ -17,7 +17,7 @@ from tqdm import tqdm
 from ..checkpoint import (MODEL_RECORD_KEYS, NESTED_MIN_SHARE, LoadedModel, TrainedFor, load_checkpoint,
                           record_differences, trained_config)
 from ..config import RunConfig, flatten_config, require_files
-from ..corpus import featurizer_for, infer_labels, load_sources, resolve_tokenization
+from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
 from ..data.lexicon import LEXICON_FILE, Lexicon, saved_lexicon, training_lexicon
@@ -25,8 +25,8 @@ from ..data.sources import annotated_planes, check_declared, source_paths, sourc
 from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
-from ..evaluation.metrics import format_report
-from ..files import RunLock, resolve_checkpoint
+from ..evaluation.metrics import format_report, types_scores
+from ..files import RunLock, read_json, resolve_checkpoint
 from ..inference.extractor import Extractor
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
@@ -104,6 +104,8 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if stopped_early and state.runtime.is_main:
         log.info("early stop: no better dev F1 for %d evaluations", config.train.patience)
     summary = run_summary(state, stopped_early)
+    if state.run.added and state.dev_records:
+        summary["added_types"] = added_types_at_best(state)
     if state.dev_records and not progress.best_f1 and state.runtime.is_main:
         warn_nothing_learned(state)
     fit = bool(state.dev_records) and config.train.calibrate != "none" and HEADS[config.model.head].span_scores
@@ -140,11 +142,15 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
         raise ConfigError(f"model.head={config.model.head} learns every type at every token, so it cannot leave out "
                           f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
                           f"or give the files as plain paths")
-    dev_records = labelled_records(data.dev, data.reading, labels, trained=False) if data.dev else []
-    test_records = labelled_records(data.test, data.reading, labels, trained=False) if data.test else []
+    check_types(train_records, labels, declared=bool(data.labels))  # the training file first, where a type is new
+    dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels)) if data.dev else []
+    test_records = labelled_records(data.test, data.reading, labels, False, bool(data.labels)) if data.test else []
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
+    if data.tokenization == "auto" and not start:
+        log.info("data.tokenization auto: %s (%s)", tokenization, "a Chinese vocabulary: one token per character"
+                 if tokenization == "char" else "the tokenizer's own pieces, as its vocabulary is not Chinese")
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap,
                                 run_lexicon(config, start, resume))
     share = overlapping_share(train_records)
@@ -174,6 +180,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                       applied_smoothing(train, len(train_records), network.head.smooths_boundaries),
                       applied_adversarial(train, len(train_records), network))
     run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
+    run.added = [label for label in labels if start is not None and label not in start.trained_for.labels]
     progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
         else Progress()
     if overwrite and not resume and runtime.is_main:
@@ -368,6 +375,18 @@ def evaluate_and_save(state: Training, train_loss: float) -> bool:
                                      f1_without_average)
     state.run.save_last(network, state.optimizer, stepper.ema, progress)
     return 0 < train.patience <= progress.evals_since_best
+
+
+def added_types_at_best(state: Training) -> dict:
+    """The types a run from ``train.init_from`` added, scored apart at the best checkpoint, which the
+    micro F1 of all types chose: where the added types have few dev entities, it may not be their best
+    (docs/merging.md says how to choose)."""
+    report = read_json(os.path.join(state.run.path, "dev_report.json"))
+    scores = types_scores(report, state.run.added)
+    log.info("the added types (%s): dev F1 %.2f at the best checkpoint (step %d), chosen by the micro F1 of every "
+             "type; their dev entities: %d", ", ".join(state.run.added), 100 * scores["f1"], state.progress.best_step,
+             sum(report["per_type"].get(kind, {}).get("support", 0) for kind in state.run.added))
+    return {"types": state.run.added, **{key: round(value, 6) for key, value in scores.items()}}
 
 
 def warn_nothing_learned(state: Training) -> None:

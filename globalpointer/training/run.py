@@ -15,6 +15,7 @@ from tqdm import tqdm
 from ..checkpoint import DECODING_KEYS, TrainedFor, read_record, write_checkpoint
 from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
+from ..evaluation.metrics import types_scores
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
                      read_json, remove_unless_held, resolve_checkpoint, temporaries)
@@ -212,6 +213,7 @@ class RunDirectory:
         self.path = config.output_dir
         self.last, self.best = os.path.join(self.path, "last"), os.path.join(self.path, "best")
         self.metrics = os.path.join(self.path, "metrics.csv")
+        self.added: List[str] = []  # the types a run from train.init_from adds: their own F1 is said apart
 
     def start(self, progress: Progress) -> None:
         if self.runtime.is_main:
@@ -240,8 +242,11 @@ class RunDirectory:
                 atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
         if report:
             without = "" if f1_without_average is None else f" (without the average: {f1_without_average:.4f})"
+            added = ""
+            if self.added:
+                added = f"; the added types ({', '.join(self.added)}) F1 {types_scores(report, self.added)['f1']:.4f}"
             tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
-                       f"F1 {micro['f1']:.4f}{without}{' (best)' if improved else ''}")
+                       f"F1 {micro['f1']:.4f}{without}{' (best)' if improved else ''}{added}")
 
     def write_json(self, name: str, value: dict) -> None:
         if self.runtime.is_main:
