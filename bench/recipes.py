@@ -1,9 +1,7 @@
 """Training recipes side by side, several seeds each: dev F1 mean and spread, training time.
 
     python bench/recipes.py --config configs/cluener.yaml --seeds 1,2,3 --out runs/recipes \
-        [--row baseline=train.adversarial=none] [--row fgm=train.adversarial=fgm] \
-        [--row ema=train.adversarial=none,train.ema_decay=0.999] \
-        [--row both=train.adversarial=fgm,train.ema_decay=0.999] [--set train.epochs=4]
+        [--row baseline=train.adversarial=none] [--row fgm=train.adversarial=fgm] [--set train.epochs=4]
 
 The score is the best dev F1, or the test F1 where the config has no dev file (MSRA).
 
@@ -21,10 +19,6 @@ resumed from its last checkpoint, so an interrupted comparison continues where i
 with SIGTERM to the train.py process, which saves after the current step).  Prints one line per run
 as it finishes, then the table:
 mean +- sample standard deviation and min..max of the best dev F1 over the seeds, mean seconds.
-A row with EMA also gives the row of its training without the average ("NAME (trained weights)":
-the best dev F1 of the weights the run trained, which are those of the same seed's run without EMA),
-so ``--row ema=train.adversarial=none,train.ema_decay=0.999 --row fgm+ema=...`` measures four rows in two
-runs per seed.
 """
 import argparse
 import json
@@ -39,10 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from globalpointer.config import RunConfig, flatten_config, load_config, yaml_scalar
 from globalpointer.data.readers import read_records, write_jsonl_records
 from globalpointer.training.run import TRAINER_STATE
-# without FGM spelled out: train.adversarial auto turns it on above train.adversarial_min_texts texts, and
-# the EMA row's trained weights are the baseline's only if neither has it
-DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm",
-                "ema=train.adversarial=none,train.ema_decay=0.999", "fgm+ema=train.adversarial=fgm,train.ema_decay=0.999"]
+# without FGM spelled out: train.adversarial auto turns it on above train.large_training_set texts
+DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm"]
 
 
 def run(config: str, settings, output_dir: str) -> dict:
@@ -123,7 +115,7 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--out", required=True, help="directory for the runs")
-    parser.add_argument("--row", action="append", help="NAME=KEY=VALUE,KEY=VALUE (default: baseline, fgm, ema, both)")
+    parser.add_argument("--row", action="append", help="NAME=KEY=VALUE,KEY=VALUE (default: baseline, fgm)")
     parser.add_argument("--set", action="append", default=[], help="an override for every run")
     parser.add_argument("--train-texts", type=int, default=0, help="train on the first N texts of data.train")
     parser.add_argument("--dev-texts", type=int, default=0,
@@ -146,28 +138,21 @@ def main():
         items = [item for item in overrides.split(",") if item]
         recipe = recipe_settings(items.pop(0)[1:]) if items and items[0].startswith("@") else []
         settings = data_settings + args.set + recipe + items
-        scores, trained, seconds = [], [], []
+        scores, seconds = [], []
         for seed in args.seeds.split(","):
             output_dir = os.path.join(args.out, f"{name}-s{seed}")
             summary = run(os.path.abspath(config), settings + [f"train.seed={seed}"], output_dir)
             split, f1 = scored_f1(summary, output_dir, score_file)
             scores.append(f1 * 100)
             seconds.append(summary["seconds"])
-            without = summary.get("best_dev_f1_without_average")
-            if without is not None:
-                trained.append(without * 100)
-            print(f"{name} seed {seed}: {split} F1 {scores[-1]:.2f}"
-                  f"{'' if without is None else f' ({without * 100:.2f} without the average)'}, {seconds[-1]:.0f} s",
-                  flush=True)
-        if len(trained) == len(scores):  # the same training without the average: its own row, first
-            rows.append((f"{name} (trained weights)", trained, None))
+            print(f"{name} seed {seed}: {split} F1 {scores[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
         rows.append((name, scores, statistics.mean(seconds)))
     print(f"\n{'row':<28}{split + ' F1 mean':>12}{'+-sd':>7}{'min..max':>16}{'seconds':>11}{'vs first row':>14}")
     base = statistics.mean(rows[0][1])
     for name, scores, secs in rows:
         mean, spread = statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0
         span = f"{min(scores):.2f}..{max(scores):.2f}"
-        print(f"{name:<28}{mean:>12.2f}{spread:>7.2f}{span:>16}{'(same run)' if secs is None else f'{secs:.0f}':>11}"
+        print(f"{name:<28}{mean:>12.2f}{spread:>7.2f}{span:>16}{f'{secs:.0f}':>11}"
               f"{mean - base:>+14.2f}")
 
 

@@ -19,11 +19,10 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .config import (RUN_TIME_KEYS, RunConfig, dump_config, flatten_config, load_config, override_key,
                      override_text, with_overrides, yaml_scalar)
-from .data.lexicon import Lexicon, saved_lexicon
 from .errors import CheckpointError, ConfigError, UserError
-from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, PARTIAL, PREVIOUS, atomic_write_text, cache_directory,
-                    check_format_version, contains, directory_being_written, locate_model, read_export_info,
-                    read_json, remove_abandoned_partials, swap_in_directory)
+from .files import (CACHE_ENV, EXPORT_INFO, FORMAT_VERSION, PARTIAL, PREVIOUS, TEMPORARY_MARKER, atomic_write_text,
+                    cache_directory, check_format_version, contains, directory_being_written, is_export,
+                    locate_model, read_export_info, read_json, remove_abandoned_partials, swap_in_directory)
 from .model.encoders import Encoder, bert_tokenizer, check_position_limit, save_encoder_files, saved_position_limit
 from .model.decode import sigmoid
 from .model.network import WEIGHTS, SpanNetwork, load_network
@@ -33,6 +32,10 @@ CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, c
 TOKENIZER_CONFIG = "tokenizer_config.json"  # PaddleNLP's: whether the tokenizer lower-cases
 METADATA_FILES = ("config.yaml", "labels.json", CHECKPOINT_INFO, "config.json", "vocab.txt")
 THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
+# checkpoint.json and export.json record the size of every other file of their directory (CHECKED_FILES),
+# checked at each open without reading a file; thresholds.json is not among them: calibrate rewrites it in
+# place, and its reader checks it whole
+CHECKED_FILES = "checked_files"
 
 log = logging.getLogger("globalpointer")
 
@@ -70,7 +73,7 @@ class TrainedFor(NamedTuple):
 # The keys of what a model is (its types, how it reads text, its network): a checkpoint's config records
 # them as trained, and no reader may change them (the weights hold them)
 MODEL_RECORD_KEYS = ("data.labels", "data.tokenization", "model.encoder", "model.head", "model.head_size",
-                     "model.rope", "model.tril_mask", "model.context", "model.context_layers", "model.lexicon")
+                     "model.rope", "model.tril_mask")
 
 
 def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
@@ -90,30 +93,70 @@ def record_differences(record: RunConfig, config: RunConfig, keys=MODEL_RECORD_K
 
 
 def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, config: RunConfig,
-                     trained_for: TrainedFor, extra_state: dict = None, extra_json: dict = None,
-                     lexicon: Optional[Lexicon] = None) -> None:
-    """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole.
-    ``lexicon``: the words of ``model.lexicon`` the run read."""
+                     trained_for: TrainedFor, extra_state: dict = None, extra_json: dict = None) -> None:
+    """Write into a new directory beside it and swap it in, so a kill leaves the old checkpoint whole."""
     with directory_being_written(directory) as partial:
         save_state(network.state_dict(), os.path.join(partial, WEIGHTS))
-        if lexicon is not None:
-            lexicon.save(partial)
         with open(os.path.join(partial, "config.yaml"), "w", encoding="utf-8") as out:
             out.write(dump_config(config, leave_out=RUN_TIME_KEYS))
         with open(os.path.join(partial, "labels.json"), "w", encoding="utf-8") as out:
             json.dump(trained_for.labels, out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)
-        with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:
-            json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
-                       "tokenization": trained_for.tokenization,
-                       "overlapping_entities": trained_for.overlapping, "word_boundaries": trained_for.words,
-                       "overlapping_entity_share": trained_for.overlapping_share}, out)
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))
         for name, obj in (extra_json or {}).items():
             with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
                 json.dump(obj, out, indent=1)
+        with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:  # last: it lists the rest
+            json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
+                       "tokenization": trained_for.tokenization,
+                       "overlapping_entities": trained_for.overlapping, "word_boundaries": trained_for.words,
+                       "overlapping_entity_share": trained_for.overlapping_share,
+                       CHECKED_FILES: file_record(partial)}, out)
         swap_in_directory(partial, directory)
+
+
+def file_record(directory: str) -> Dict[str, int]:
+    """The size of every file of ``directory`` but the records themselves and thresholds.json
+    (``check_file_record`` compares them at each open)."""
+    return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))
+            if name not in (CHECKPOINT_INFO, EXPORT_INFO, THRESHOLDS, TEMPORARY_MARKER)
+        and os.path.isfile(os.path.join(directory, name))}
+
+
+def check_file_record(directory: str, record: dict, where: str) -> None:
+    """Each file ``record`` (``file_record``, or an export's ``sizes``) lists, at its size: a truncated,
+    emptied or other file is refused in one line naming it, before any work."""
+    for name, expected in sorted(record.items()):
+        if name == THRESHOLDS:
+            continue
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            raise CheckpointError(f"{os.path.join(directory, where)} is corrupted: its record of {name} is no size; "
+                                  f"restore it from the run")
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{path} is missing, and {where} lists it; restore it from the run")
+        size = os.path.getsize(path)
+        if size != expected:
+            state = "emptied" if size == 0 else f"{size:,} bytes where {expected:,} were written"
+            raise CheckpointError(f"{path} is {state} ({where} records it): the file is truncated, emptied or "
+                                  f"replaced; restore it from the run, or export or train again")
+
+
+def check_model_files(directory: str, info: dict, export_info: Optional[dict] = None) -> None:
+    """The files of a checkpoint (``export_info`` None; ``info``: its checkpoint.json) or an export,
+    against what its checkpoint.json or export.json recorded; a model of an earlier version, which
+    records nothing, has its config.yaml checked not to be empty (it would load as the defaults)."""
+    if export_info is None:
+        record, where = info.get(CHECKED_FILES), CHECKPOINT_INFO
+    else:
+        record, where = export_info.get("sizes"), EXPORT_INFO
+    if isinstance(record, dict):
+        check_file_record(directory, record, where)
+        return
+    path = os.path.join(directory, "config.yaml")
+    if not os.path.getsize(path):
+        raise CheckpointError(f"{path} is emptied: restore it from the run")
 
 
 class LoadedModel(NamedTuple):
@@ -122,7 +165,6 @@ class LoadedModel(NamedTuple):
     config: RunConfig
     trained_for: TrainedFor
     directory: str
-    lexicon: Optional[Lexicon] = None
 
 
 def _check_files(directory: str, names) -> None:
@@ -187,16 +229,19 @@ def read_record(directory: str, overrides: List = None) -> Tuple[RunConfig, Trai
     tokenizer), with ``overrides`` applied and checked (``ModelDirectory.run_config``); what it was
     trained for; its checkpoint.json."""
     _check_files(directory, METADATA_FILES)
-    record, trained_for, info = _read_record(directory)
+    record, trained_for, info = _read_record(directory,
+                                            read_export_info(directory) if is_export(directory) else None)
     config = _run_config(directory, record, overrides, saved_position_limit(_read_architecture(directory)))
     return config, trained_for, info
 
 
-def _read_record(directory: str) -> Tuple[RunConfig, TrainedFor, dict]:
+def _read_record(directory: str, export_info: Optional[dict] = None) -> Tuple[RunConfig, TrainedFor, dict]:
     """The model's record: config.yaml with the types and tokenization of labels.json and
     checkpoint.json, what the weights were trained as (a config.yaml of an earlier version may list
-    the types in another order, or say auto)."""
+    the types in another order, or say auto); every file checked first (``check_model_files``;
+    ``export_info``: an export's export.json, None for a checkpoint)."""
     info = _read_info(directory)
+    check_model_files(directory, info, export_info)
     trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"),
                              info.get("word_boundaries"), info.get("overlapping_entity_share"))
     record = trained_config(load_config(os.path.join(directory, "config.yaml"), saved=True), trained_for)
@@ -484,15 +529,19 @@ class ModelDirectory:
     architecture: dict  # config.json: the encoder's
     tokenizer: object
     export_info: dict  # an export's export.json as read (empty for a checkpoint)
-    lexicon: Optional[Lexicon] = None  # the words it was trained with (model.lexicon), from LEXICON_FILE
 
     @property
     def export(self) -> bool:
         return self.kind == "export"
 
     def run_config(self, overrides: List = None) -> RunConfig:
-        """The record with ``overrides`` applied and checked: what the model is cannot change."""
-        return _run_config(self.path, self.record, overrides, saved_position_limit(self.architecture))
+        """The record with ``overrides`` applied and checked: what the model is cannot change, and what
+        shaped the run that trained it (``TRAINING_RUN_KEYS``) shapes no reader of it unless set again."""
+        config = _run_config(self.path, self.record, overrides, saved_position_limit(self.architecture))
+        given = {override_key(item) for item in overrides or []}
+        if "data.limit" not in given and config.data.limit:
+            config = dataclasses.replace(config, data=dataclasses.replace(config.data, limit=0))
+        return config
 
     @property
     def packs_texts(self) -> Optional[bool]:
@@ -520,7 +569,7 @@ def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     path, kind = locate_model(model)
     export_info = read_export_info(path) if kind == "export" else {}
     _check_files(path, (WEIGHTS,) + METADATA_FILES if kind == "checkpoint" else METADATA_FILES)
-    record, trained_for, info = _read_record(path)
+    record, trained_for, info = _read_record(path, export_info if kind == "export" else None)
     architecture = _read_architecture(path)
     try:
         tokenizer = bert_tokenizer(os.path.join(path, "vocab.txt"), _recorded_lower_case(path))
@@ -529,8 +578,7 @@ def open_model(model: Union[str, ModelDirectory]) -> ModelDirectory:
     if len(tokenizer.vocab) != info["vocab_tokens"]:  # a truncated file still predicts
         raise CheckpointError(f"{path}/vocab.txt has {len(tokenizer.vocab)} tokens but the model was trained with "
                               f"{info['vocab_tokens']}; the file is truncated or replaced: restore it from the run")
-    lexicon = saved_lexicon(path) if record.model.lexicon != "none" else None
-    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer, export_info, lexicon)
+    return ModelDirectory(path, kind, record, trained_for, info, architecture, tokenizer, export_info)
 
 
 def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -> LoadedModel:
@@ -543,4 +591,4 @@ def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -
     config = model.run_config(overrides)
     network, encoder = load_network(model.path, config.model, len(model.trained_for.labels), model.tokenizer,
                                     model.architecture)
-    return LoadedModel(network, encoder, config, model.trained_for, model.path, model.lexicon)
+    return LoadedModel(network, encoder, config, model.trained_for, model.path)

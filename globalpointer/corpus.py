@@ -4,10 +4,9 @@ import itertools
 import logging
 import os
 from collections import Counter
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from .data.features import Featurizer
-from .data.lexicon import Lexicon
 from .data.public_sets import fetch_hint
 from .data.readers import read_records
 from .data.sources import Sources, declared_types
@@ -114,8 +113,6 @@ def resolve_tokenization(mode: str, tokenizer) -> str:
     return "char" if is_chinese_vocabulary(tokenizer) else "subword"
 
 
-def featurizer_for(tokenizer, tokenization: str, max_length: int, window_overlap: int,
-                   lexicon: Optional[Lexicon] = None) -> Featurizer:
-    """``tokenization``: char or subword (what a trained model's record says, or ``resolve_tokenization``);
-    ``lexicon``: model.lexicon's words (a trained model's, or ``lexicon.training_lexicon``)."""
-    return Featurizer(tokenizer, tokenization, max_length, window_overlap, lexicon)
+def featurizer_for(tokenizer, tokenization: str, max_length: int, window_overlap: int) -> Featurizer:
+    """``tokenization``: char or subword (what a trained model's record says, or ``resolve_tokenization``)."""
+    return Featurizer(tokenizer, tokenization, max_length, window_overlap)

@@ -17,7 +17,6 @@ import fcntl
 import glob
 import json
 import os
-import re
 import signal
 import shutil
 import stat
@@ -218,23 +217,52 @@ def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+# What makes a directory one of this product's temporaries (a partial copy being written, or the previous
+# version of a directory being replaced): this file inside, naming the directory.  A folder of the user's
+# named like one (best.previous-20240131) has none, and is never removed or loaded as one.
+TEMPORARY_MARKER = ".globalpointer-temporary"
+
+
+def mark_temporary(directory: str) -> None:
+    with open(os.path.join(directory, TEMPORARY_MARKER), "w", encoding="utf-8") as out:
+        out.write(os.path.basename(directory))
+
+
+def unmark(directory: str) -> None:
+    """Before a partial directory is published: it is no temporary from then on."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(directory, TEMPORARY_MARKER))
+
+
+def is_temporary(directory: str) -> bool:
+    """Whether ``directory`` is a temporary this product made (``TEMPORARY_MARKER``), not a link."""
+    if os.path.islink(directory) or not os.path.isdir(directory):
+        return False
+    try:
+        with open(os.path.join(directory, TEMPORARY_MARKER), encoding="utf-8") as handle:
+            return handle.read(300) == os.path.basename(directory)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def partial_directory(directory: str) -> str:
-    """A new empty directory beside ``directory``, unique to this call, to write its successor into."""
+    """A new empty directory beside ``directory``, unique to this call and marked as a temporary, to
+    write its successor into."""
     stop_on_sigterm()
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
     partial = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(os.path.abspath(directory)) + PARTIAL)
     chmod_as_created(partial, 0o777)
+    mark_temporary(partial)
     return partial
 
 
 def temporaries(directory: str, infix: str) -> List[str]:
     """The directories ``partial_directory`` (``PARTIAL``) or ``swap_in_directory`` (``PREVIOUS``) made
-    beside ``directory``: its name, the infix and mkdtemp's 8 characters, so that a folder of the
-    user's called ``last.partial-mine`` is not one."""
+    beside ``directory``: its name and the infix, and the marker they write (``is_temporary``), so that a
+    folder of the user's called ``last.partial-mine`` or ``best.previous-20240131`` is not one."""
     prefix = glob.escape(os.path.abspath(directory)) + infix
-    return [path for path in glob.glob(prefix + "?" * 8)
-            if re.fullmatch(r"[a-z0-9_]{8}", path[-8:]) and os.path.isdir(path) and not os.path.islink(path)]
+    return [path for path in glob.glob(prefix + "*") if is_temporary(path)]
 
 
 @contextlib.contextmanager
@@ -271,6 +299,7 @@ def remove_abandoned_partials(root: str) -> List[str]:
             abandoned = PARTIAL in name and time.time() - os.lstat(path).st_mtime > ABANDONED_AFTER_SECONDS
         except OSError:  # moved into place or removed meanwhile
             continue
+        abandoned = abandoned and is_temporary(path)
         if abandoned and remove_unless_held(path):
             removed.append(path)
     return removed
@@ -305,16 +334,17 @@ def swap_in_directory(partial: str, directory: str) -> None:
     if os.path.isdir(directory):
         previous = tempfile.mkdtemp(dir=os.path.dirname(directory), prefix=os.path.basename(directory) + PREVIOUS)
         os.replace(directory, previous)  # onto the empty directory just made: rename replaces it
+        mark_temporary(previous)
+    unmark(partial)
     os.replace(partial, directory)
     if previous:
         shutil.rmtree(previous, ignore_errors=True)
 
 
 def previous_versions(directory: str) -> list:
-    """The copies of ``directory`` a kill between ``swap_in_directory``'s renames left, newest first."""
-    found = [path for path in glob.glob(glob.escape(os.path.abspath(directory)) + PREVIOUS + "*")
-             if os.path.isdir(path)]
-    return sorted(found, key=os.path.getmtime, reverse=True)
+    """The copies of ``directory`` a kill between ``swap_in_directory``'s renames left (marked as its
+    temporaries: a user's ``best.previous-20240131`` is not one), newest first."""
+    return sorted(temporaries(directory, PREVIOUS), key=os.path.getmtime, reverse=True)
 
 
 # ---- the cache: encoders converted once, programs compiled from checkpoints ---------------------

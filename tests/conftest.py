@@ -34,21 +34,29 @@ def shared_data():
 
 @pytest.fixture
 def checkpoint_copy(trained, tmp_path):
-    """A copy of the trained run's best/ that a test may damage."""
+    """A copy of the trained run's best/ that a test may damage, recorded as a model of an earlier
+    version (no sizes in checkpoint.json), so that the damage reaches the reader it is aimed at."""
     import shutil
+
+    from helpers import unrecorded
 
     target = tmp_path / "best"
     shutil.copytree(trained / "run" / "best", target)
-    return target
+    return unrecorded(target)
 
 
 @pytest.fixture
 def run_copy(trained, tmp_path):
-    """A copy of the trained run directory (best/, last/, metrics, reports) that a test may damage."""
+    """A copy of the trained run directory (best/, last/, metrics, reports) that a test may damage, its
+    checkpoints recorded as of an earlier version (``checkpoint_copy``)."""
     import shutil
+
+    from helpers import unrecorded
 
     target = tmp_path / "run"
     shutil.copytree(trained / "run", target)
+    unrecorded(target / "best")
+    unrecorded(target / "last")
     return target
 
 

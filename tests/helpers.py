@@ -172,3 +172,14 @@ class Service:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
+
+
+def unrecorded(checkpoint):
+    """``checkpoint`` (a Path) as a model of an earlier version writes it: checkpoint.json without the
+    sizes of the other files, which every open checks (``checkpoint.check_model_files``)."""
+    from globalpointer.checkpoint import CHECKED_FILES
+
+    info = json.loads((checkpoint / "checkpoint.json").read_text())
+    info.pop(CHECKED_FILES, None)
+    (checkpoint / "checkpoint.json").write_text(json.dumps(info))
+    return checkpoint

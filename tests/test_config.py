@@ -41,8 +41,11 @@ def test_yaml_then_overrides(tmp_path):
     ("data.max_length=-5", "data.max_length must be >= 3, got -5"),
     ("data.window_overlap=200", "window_overlap"),
     ("model.head_size=63", "even"),
-    ("train.rdrop_alpha=-1", "train.rdrop_alpha must be >= 0, got -1"),
-    ("model.head=crf_tagger,train.rdrop_alpha=1", "train.rdrop_alpha needs a span head"),
+    ("train.rdrop_alpha=0.1", r"train.rdrop_alpha was removed: R-Drop lost F1 on nearly every seed \(docs/results.md\); "
+                              r"this one says '0.1': remove the key"),
+    ("model.lexicon=jieba", "model.lexicon was removed: jieba's lexicon features were level"),
+    ("model.context=bilstm", "model.context was removed: the context layers lost or were level"),
+    ("train.ema_decay=0.999", "train.ema_decay was removed: the average of the weights lost"),
     ("train.boundary_smoothing=1", "train.boundary_smoothing must be >= 0 and < 1, got 1.0"),
     ("train.boundary_smoothing_size=0", "train.boundary_smoothing_size must be > 0, got 0"),
     ("train", "expected KEY=VALUE"),
@@ -222,3 +225,27 @@ def test_entries_mean_what_they_say():
         load_config(overrides=["data.train=[{path: a.txt, types: []}]"])
     with pytest.raises(ConfigError, match=r"data.dev\[1\]: .*a.txt is data.dev\[0\] again; list each file once"):
         load_config(overrides=["data.dev=[a.txt, {path: ./a.txt, types: [PER]}]"])
+
+
+def test_a_removed_key_at_the_value_that_runs_now_loads_as_earlier_models_saved_it(tmp_path):
+    path = write(tmp_path, "model:\n  lexicon: none\n  context: none\n  context_layers: 1\n"
+                           "train:\n  ema_decay: 0.0\n  rdrop_alpha: 0\n")
+    config = load_config(path)
+    assert not hasattr(config.model, "lexicon") and not hasattr(config.train, "ema_decay")
+    long = write(tmp_path, "model:\n  lexicon: " + "w" * 5000 + "\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(long)
+    assert len(str(error.value)) < 500 and "model.lexicon was removed (in " in str(error.value)
+
+
+def test_the_two_keys_of_a_large_training_file_read_as_the_one_that_replaced_them(tmp_path, caplog):
+    saved = write(tmp_path, "train:\n  boundary_smoothing_max_texts: 3000\n  adversarial_min_texts: 3000\n")
+    assert load_config(saved, saved=True).train.large_training_set == 3000 and not caplog.records  # a model's
+    assert load_config(saved).train.large_training_set == 3000  # a user's file: said
+    assert "train.boundary_smoothing_max_texts is now train.large_training_set" in caplog.text
+    assert load_config(overrides=["train.adversarial_min_texts=700"]).train.large_training_set == 700
+    with pytest.raises(ConfigError, match=r"train.boundary_smoothing_max_texts \(0\) and "
+                                          r"train.adversarial_min_texts \(5000\) are now one key"):
+        load_config(write(tmp_path, "train:\n  boundary_smoothing_max_texts: 0\n  adversarial_min_texts: 5000\n"))
+    with pytest.raises(ConfigError, match="adversarial_min_texts 0 .FGM at any size. is now train.adversarial: fgm"):
+        load_config(overrides=["train.adversarial_min_texts=0"])

@@ -14,6 +14,7 @@ from globalpointer.corpus import featurizer_for
 from globalpointer.data.batching import collate
 from globalpointer.deploy.export import export_checkpoint
 from globalpointer.errors import CheckpointError, ConfigError, UserError
+from globalpointer.files import mark_temporary
 from globalpointer.model.backends import OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend, onnx_providers, paddle_inference_settings
 from globalpointer.model.network import model_inputs
 from helpers import snapshot
@@ -99,10 +100,7 @@ def test_predict_and_evaluate_through_the_export(trained, exported, tmp_path, ba
 def test_backend_choice(trained, exported, tmp_path):
     checkpoint = str(trained / "run" / "best")
     no_onnx = tmp_path / "no_onnx"
-    no_onnx.mkdir()
-    for name in os.listdir(exported):
-        if name != "model.onnx":
-            (no_onnx / name).write_bytes((exported / name).read_bytes())
+    export_checkpoint(checkpoint, str(no_onnx))
     assert choose_backend("auto", open_model(checkpoint)) == "dynamic"
     assert choose_backend("auto", open_model(str(exported)), installed=lambda name: True) == "onnxruntime"
     assert choose_backend("auto", open_model(str(exported)), installed=lambda name: name != "onnxruntime") == "paddle-inference"
@@ -301,6 +299,7 @@ def test_export_onto_the_checkpoint_a_kill_left_is_refused(run_copy, capsys):
     export must not take best/ as a free name and then delete the only checkpoint."""
     best = run_copy / "best"
     best.rename(run_copy / "best.previous-k1ll3d")
+    mark_temporary(str(run_copy / "best.previous-k1ll3d"))  # as swap_in_directory marks it
     before = snapshot(run_copy)
     assert cli(["export", "--model", str(best), "--output", str(best)]) == 2
     assert "would replace the checkpoint" in capsys.readouterr().err

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from globalpointer.model.masks import span_mask, span_mask_bias
-from globalpointer.model.loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
+from globalpointer.model.loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from globalpointer.model.reference import (boundary_smoothed_targets, multilabel_cross_entropy,
                                            soft_multilabel_cross_entropy)
 from globalpointer.model.smoothing import smoothed_targets
@@ -104,22 +104,6 @@ def test_no_gold_at_all():
     sparse = sparse_span_loss(paddle.to_tensor(logits), empty, paddle.to_tensor(mask))
     dense = dense_span_loss(paddle.to_tensor(logits), paddle.to_tensor(np.zeros_like(labels)), paddle.to_tensor(mask))
     assert float(sparse) == pytest.approx(float(dense), abs=1e-5)
-
-
-def test_symmetric_kl_matches_the_two_bernoulli_divergences_on_open_cells():
-    first, _, mask, _ = make_batch(seed=3)
-    second, _, _, _ = make_batch(seed=4)
-    p, q = 1 / (1 + np.exp(-first.astype("float64"))), 1 / (1 + np.exp(-second.astype("float64")))
-
-    def kl(a, b):  # KL(Bernoulli(a) || Bernoulli(b)), from its definition
-        return a * np.log(a / b) + (1 - a) * np.log((1 - a) / (1 - b))
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cells = np.where(np.broadcast_to(mask, p.shape), kl(p, q) + kl(q, p), 0.0)  # masked cells: 0/0, left out
-    expected = cells.reshape(p.shape[0], p.shape[1], -1).sum(-1).mean()
-    got = symmetric_kl(paddle.to_tensor(first), paddle.to_tensor(second), paddle.to_tensor(mask))
-    np.testing.assert_allclose(float(got), expected, rtol=1e-5)
-    assert float(symmetric_kl(paddle.to_tensor(first), paddle.to_tensor(first), paddle.to_tensor(mask))) == 0.0
 
 
 def smoothing_case(seed, epsilon, size):

@@ -4,6 +4,7 @@ import json
 import pytest
 
 import globalpointer
+from helpers import unrecorded
 
 
 def test_readme_example(trained):
@@ -111,6 +112,7 @@ def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained
     assert not globalpointer.load(str(old)).extractor.flat
     # one from before the share: nested when a training text had overlapping entities, as then
     (old / "checkpoint.json").write_text(json.dumps({**info_stray, "overlapping_entity_share": None}))
+    unrecorded(old)  # that version recorded no sizes either
     assert not globalpointer.load(str(old)).extractor.flat
     assert yaml.safe_load((old / "config.yaml").read_text())["model"]["decode"] == "auto"
 
@@ -132,6 +134,7 @@ def test_min_score_is_the_probability_every_entity_shows(trained, tmp_path, capl
     config = (old / "config.yaml").read_text()
     assert "min_score: 0.5" in config
     (old / "config.yaml").write_text(config.replace("min_score: 0.5", "threshold: 5.517452896464707"))  # logit(0.996)
+    unrecorded(old)  # as that version wrote it
     with caplog.at_level("WARNING"):
         converted = globalpointer.load(str(old))
     assert "read threshold 5.517452896464707 as min_score 0.996" in caplog.text
@@ -151,7 +154,7 @@ def test_the_api_logs_warnings_only_unless_asked(trained):
     quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert quiet.returncode == 0 and quiet.stdout.startswith("[") and "INFO" not in quiet.stderr, quiet.stderr
     told = subprocess.run([sys.executable, "-c", script, "info"], capture_output=True, text=True, timeout=300)
-    assert "dynamic backend on cpu" in told.stderr
+    assert "dynamic backend (float32) on cpu" in told.stderr
 
 
 def test_a_lone_surrogate_is_refused_as_the_service_refuses_it(trained):
@@ -187,3 +190,43 @@ def test_pipe_refuses_a_batch_size_that_predicts_nothing(trained):
         with pytest.raises(ValueError, match=rf"pipe\(\): batch_size must be a whole number of at least 1, "
                                              rf"got {wrong}"):
             list(ner.pipe(["张三"], batch_size=wrong))
+
+
+def test_a_min_score_the_user_sets_wins_over_the_fitted_ones(trained, tmp_path, caplog):
+    """thresholds.json holds the scores calibrate fitted; a model.min_score the user sets is what they
+    asked for, and wins, said in one line; asking for both is refused."""
+    import shutil
+
+    from globalpointer.cli import main as cli
+    from globalpointer.errors import ConfigError
+    from globalpointer.model.decode import score_logit
+
+    model = str(tmp_path / "best")
+    shutil.copytree(trained / "run" / "best", model)
+    assert cli(["calibrate", "--model", model, "--data", str(trained / "dev.jsonl")]) == 0
+    caplog.set_level("INFO", logger="globalpointer")
+    strict = globalpointer.load(model, ["model.min_score=0.99"])
+    assert strict.extractor.threshold == pytest.approx(score_logit(0.99))
+    assert "model.min_score=0.99 as set, for every type, in place of the fitted minimum scores" in caplog.text
+    assert all(e["score"] >= 0.99 for found in strict.pipe(["张三在北京大学读书"] * 3) for e in found)
+    assert globalpointer.load(model, model__min_score=0.99).extractor.threshold == strict.extractor.threshold
+    assert globalpointer.load(model).extractor.threshold != strict.extractor.threshold  # the fitted ones
+    with pytest.raises(ConfigError, match="model.min_score and model.use_calibration=true are both set"):
+        globalpointer.load(model, ["model.min_score=0.99", "model.use_calibration=true"])
+
+
+def test_the_training_runs_data_limit_shapes_no_reader_of_its_model(tmp_path):
+    """A model trained on the first 32 texts (data.limit) is evaluated on the whole dev file, unless
+    the reader sets a limit itself."""
+    from globalpointer.checkpoint import open_model
+    from globalpointer.cli import train_main
+    from synthetic import tiny_config
+
+    config = tiny_config(tmp_path, train__epochs=1, data__limit=32)
+    assert train_main(["--config", config]) == 0
+    model = tmp_path / "run" / "best"
+    assert open_model(str(model)).record.data.limit == 32  # as trained
+    dev = str(tmp_path / "dev.jsonl")
+    texts = sum(1 for line in open(dev, encoding="utf-8") if line.strip())
+    assert texts > 32 and globalpointer.load(str(model)).evaluate(dev).report["texts"] == texts
+    assert globalpointer.load(str(model), ["data.limit=5"]).evaluate(dev).report["texts"] == 5

@@ -1,4 +1,4 @@
-"""FGM, EMA and layer-wise learning-rate decay, each against its formula, then in the loop."""
+"""FGM and layer-wise learning-rate decay, each against its formula, then in the loop."""
 import json
 import os
 
@@ -10,7 +10,7 @@ from globalpointer.config import load_config
 from globalpointer.model.encoders import load_encoder
 from globalpointer.model.network import build_network
 from globalpointer.model.smoothing import smoothed_targets
-from globalpointer.training.recipes import EMA, FGM, layer_depth, layer_rates, word_embeddings
+from globalpointer.training.recipes import FGM, layer_depth, layer_rates, word_embeddings
 from globalpointer.training.step import build_optimizer, forward_backward
 from synthetic import tiny_config
 
@@ -72,57 +72,6 @@ def test_fgm_in_an_accumulation_window_follows_the_current_batch_gradient_alone(
     np.testing.assert_allclose(moved, 0.5 * alone / np.linalg.norm(alone), atol=1e-6)
 
 
-def test_rdrop_is_the_mean_loss_plus_alpha_times_the_divergence_of_two_dropout_passes():
-    _, model = tiny_model()
-    inputs, gold = tiny_batch()
-    head = model.head
-
-    def loss_and_gradient(alpha):
-        model.clear_gradients()
-        paddle.seed(5)
-        loss, _ = forward_backward(model, head, inputs, gold, None, None, 1, rdrop_alpha=alpha)
-        return loss, head.dense.weight.grad.numpy().copy()
-
-    model.eval()  # no dropout: both copies are the plain pass, so nothing changes
-    plain, plain_gradient = loss_and_gradient(0.0)
-    doubled, doubled_gradient = loss_and_gradient(4.0)
-    assert doubled == pytest.approx(plain, rel=1e-6)
-    np.testing.assert_allclose(doubled_gradient, plain_gradient, rtol=1e-5, atol=1e-7)
-
-    model.train()  # with dropout the copies differ: the loss is their mean loss plus alpha x their divergence
-    paddle.seed(5)
-    stacked = {key: paddle.concat([value, value]) for key, value in inputs.items()}
-    first, second = paddle.split(model(**stacked), 2)
-    divergence = float(head.consistency(first, second, inputs["span_text"]))
-    mean_loss = (float(head.loss(first, gold, inputs["span_text"])[0])
-                 + float(head.loss(second, gold, inputs["span_text"])[0])) / 2
-    assert divergence > 1e-4
-    assert loss_and_gradient(4.0)[0] == pytest.approx(mean_loss + 4.0 * divergence, rel=1e-5)
-
-
-def test_ema_follows_its_formula_and_swaps_exactly():
-    _, model = tiny_model()
-    ema = EMA(model, decay=0.9)
-    name, parameter = next((n, p) for n, p in model.named_parameters() if n.startswith("head."))
-    start = parameter.numpy().astype(np.float64)
-    expected, values = start.copy(), []
-    for t in range(25):
-        value = start + t + 1.0
-        values.append(value)
-        parameter.set_value(value.astype("float32"))
-        ema.update(model)
-        d = min(0.9, (1 + t) / (10 + t))
-        expected = d * expected + (1 - d) * value
-    np.testing.assert_allclose(ema.shadow[name].numpy(), expected, rtol=1e-5)
-    with ema.applied(model):
-        np.testing.assert_allclose(parameter.numpy(), expected, rtol=1e-5)
-    assert (parameter.numpy() == values[-1].astype("float32")).all()
-    again = EMA(model, 0.9)
-    again.set_state_dict({k: (v if k == "updates" else {n: t.numpy() for n, t in v.items()})
-                          for k, v in ema.state_dict().items()})
-    assert again.updates == 25 and (again.shadow[name].numpy() == ema.shadow[name].numpy()).all()
-
-
 def test_layer_wise_rates():
     assert layer_depth("encoder.embeddings.word_embeddings.weight", 4) == 0
     assert layer_depth("encoder.encoder.layers.0.self_attn.q_proj.weight", 4) == 1
@@ -144,30 +93,18 @@ def test_layer_wise_rates():
     assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5) == {"x.layers.1.w": 1.0}  # 2 layers, counted from the names
 
 
-def test_recipes_in_the_loop_and_the_best_model_holds_the_average(tmp_path, capsys):
+def test_recipes_in_the_loop_and_their_keys_in_print_config(tmp_path, capsys):
     from globalpointer.cli import train_main
-    from globalpointer.model.weights import read_state
 
-    config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__ema_decay=0.9,
-                         train__layer_lr_decay=0.8, train__rdrop_alpha=0.1)
+    config = tiny_config(tmp_path, train__epochs=4, train__adversarial="fgm", train__layer_lr_decay=0.8)
     assert train_main(["--config", config]) == 0
-    run = tmp_path / "run"
-    summary = json.load(open(run / "summary.json"))
-    assert summary["best_dev_f1"] > 0.5
-    ema = read_state(str(run / "last" / "ema.safetensors"))
-    assert ema["updates"] == summary["steps"]
-    assert summary["best_step"] == summary["steps"]  # (seeded) so best/ holds the average of last/'s run
-    best = read_state(str(run / "best" / "model.safetensors"))
-    last = read_state(str(run / "last" / "model.safetensors"))
-    name = "head.dense.weight"
-    np.testing.assert_array_equal(best[name], ema["shadow"][name])
-    assert not np.array_equal(best[name], last[name])
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["best_dev_f1"] > 0.5 and summary["adversarial"] == "fgm"
     # every recipe key shows in --print-config, with the value the run used
     capsys.readouterr()
     assert train_main(["--config", config, "--print-config"]) == 0
     printed = capsys.readouterr().out
-    for line in ("adversarial: fgm", "adversarial_epsilon: 1.0", "ema_decay: 0.9", "layer_lr_decay: 0.8",
-                 "rdrop_alpha: 0.1"):
+    for line in ("adversarial: fgm", "adversarial_epsilon: 1.0", "layer_lr_decay: 0.8"):
         assert f"\n  {line}  # " in printed, line
 
 
@@ -193,30 +130,6 @@ def test_fgm_with_gradient_accumulation_in_the_loop(tmp_path, monkeypatch):
     assert calls["remember_gradient"] == calls["attack"] - summary["steps"]
 
 
-def test_an_ema_run_also_scores_the_weights_it_trains_exactly_as_a_run_without_ema(tmp_path):
-    """The average does not touch training, so the weights an EMA run trains are those of the same
-    seed's run without it: one run scores both rows of a comparison."""
-    import csv
-
-    from globalpointer.cli import train_main
-
-    def metrics(name, **overrides):
-        config = tiny_config(tmp_path / name, train__epochs=2, train__lr=5e-4, train__head_lr=5e-4,
-                             output_dir=str(tmp_path / name / "run"), **overrides)
-        assert train_main(["--config", config]) == 0
-        summary = json.load(open(tmp_path / name / "run" / "summary.json"))
-        return list(csv.DictReader(open(tmp_path / name / "run" / "metrics.csv"))), summary
-
-    (tmp_path / "plain").mkdir()
-    (tmp_path / "ema").mkdir()
-    plain, plain_summary = metrics("plain")
-    averaged, ema_summary = metrics("ema", train__ema_decay=0.9)
-    assert [row["f1_without_average"] for row in averaged] == [row["f1"] for row in plain]
-    assert [row["f1"] for row in averaged] != [row["f1"] for row in plain]  # the average is scored as well
-    assert ema_summary["best_dev_f1_without_average"] == plain_summary["best_dev_f1"]
-    assert plain_summary["best_dev_f1_without_average"] is None and not any(r["f1_without_average"] for r in plain)
-
-
 def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path, monkeypatch):
     from globalpointer.cli import train_main
     from globalpointer.training import step
@@ -238,26 +151,26 @@ def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path,
 
 @pytest.mark.parametrize("max_texts, applied", [(240, 0.2), (239, 0.0), (0, 0.2)])
 def test_boundary_smoothing_is_off_for_a_training_file_beyond_its_size(tmp_path, monkeypatch, max_texts, applied):
-    """train.boundary_smoothing_max_texts: a file of more texts trains on hard targets, and the
-    summary says what was applied (tiny_config: 240 training texts)."""
+    """train.large_training_set: a file of more texts trains on hard targets (0: no file is that large),
+    and the summary says what was applied (tiny_config: 240 training texts)."""
     from globalpointer.cli import train_main
     from globalpointer.training import step
 
     seen = []
     monkeypatch.setattr(step, "smoothed_targets", lambda *args: seen.append(args[3]) or smoothed_targets(*args))
     config = tiny_config(tmp_path, train__epochs=1, train__boundary_smoothing=0.2,
-                         train__boundary_smoothing_max_texts=max_texts)
+                         train__large_training_set=max_texts)
     assert train_main(["--config", config]) == 0
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["boundary_smoothing"] == applied and set(seen) == ({applied} if applied else set())
 
 
 @pytest.mark.parametrize("adversarial, min_texts, applied", [("auto", 239, "fgm"), ("auto", 240, "none"),
-                                                             ("auto", 0, "fgm"), ("fgm", 10000, "fgm"),
+                                                             ("auto", 0, "none"), ("fgm", 10000, "fgm"),
                                                              ("none", 0, "none")])
 def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch, adversarial, min_texts, applied):
-    """train.adversarial auto: FGM on a file of more than train.adversarial_min_texts texts, none on a
-    smaller one; fgm and none whatever the size; the summary says what was applied (tiny_config: 240
+    """train.adversarial auto: FGM on a file of more than train.large_training_set texts, none on a
+    smaller one (0: no file is that large); fgm and none whatever the size; the summary says what was applied (tiny_config: 240
     training texts)."""
     from globalpointer.cli import train_main
     from globalpointer.training import step
@@ -265,7 +178,7 @@ def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch
     attacks = []
     monkeypatch.setattr(step.FGM, "attack", lambda self, real=step.FGM.attack: attacks.append(1) or real(self))
     config = tiny_config(tmp_path, train__epochs=1, train__adversarial=adversarial,
-                         train__adversarial_min_texts=min_texts)
+                         train__large_training_set=min_texts)
     assert train_main(["--config", config]) == 0
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["adversarial"] == applied
@@ -288,7 +201,7 @@ def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
     from globalpointer.errors import ConfigError
     from globalpointer.training.loop import applied_adversarial
 
-    train = SimpleNamespace(adversarial="auto", adversarial_min_texts=100)
+    train = SimpleNamespace(adversarial="auto", large_training_set=100)
     assert applied_adversarial(train, 101, WithEmbeddings()) == "fgm"
     assert applied_adversarial(train, 100, WithEmbeddings()) == "none"
     with caplog.at_level("WARNING"):
@@ -299,8 +212,8 @@ def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
 
 
 def test_the_recipe_comparisons_default_rows_train_what_their_names_say_on_a_large_file(tmp_path):
-    """bench/recipes.py's baseline and ema rows are without FGM at any size (auto would add it above
-    train.adversarial_min_texts, and the ema row's trained weights would no longer be the baseline's)."""
+    """bench/recipes.py's baseline row is without FGM at any size (auto would add it above
+    train.large_training_set)."""
     import importlib.util
 
     from globalpointer.training.loop import applied_adversarial
@@ -313,7 +226,7 @@ def test_the_recipe_comparisons_default_rows_train_what_their_names_say_on_a_lar
     for row in bench.DEFAULT_ROWS:
         name, _, overrides = row.partition("=")
         train = load_config(config, [item for item in overrides.split(",") if item]).train
-        assert applied_adversarial(train, train.adversarial_min_texts + 1, WithEmbeddings()) == \
+        assert applied_adversarial(train, train.large_training_set + 1, WithEmbeddings()) == \
             ("fgm" if "fgm" in name else "none"), row
 
 

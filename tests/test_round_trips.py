@@ -1,7 +1,7 @@
 """Done means the next command accepts it: every artifact a command writes, read by every command that
 reads it.  Writers (rows): a checkpoint from train, from train --init-from (types listed in another
 order than the model's), from train --resume, from a Label Studio round that adds a type, from train
-with model.lexicon (a word list the model keeps), from train with thresholds fitted on its dev file
+with thresholds fitted on its dev file
 (train.calibrate); a float32 and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
 serve, export, calibrate, train --init-from.  Each cell checks that the reader exits 0 (or answers
 200) and that what it reads is what was written: the model's types in labels.json's order, the same
@@ -83,14 +83,6 @@ def writers(tmp_path_factory):
                        "--set", "data.labels=[LOC, ORG, PER]", "--set", f"output_dir={root / 'init'}",
                        "--set", "train.epochs=1", "--resume"]) == 0
     assert train_main(["--config", config, "--set", f"output_dir={root / 'plain'}"]) == 0
-    # lexicon codes from a word list named by a relative --set path: the model keeps the words
-    (root / "words.txt").write_text("北京\n北京大学\n上海\n张三\n复旦大学\n", encoding="utf-8")
-    os.chdir(root)
-    try:
-        assert train_main(["--config", config, "--set", "model.lexicon=words.txt", "--set",
-                           f"output_dir={root / 'lexicon'}"]) == 0
-    finally:
-        os.chdir(cwd)
     assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set", f"output_dir={root / 'fitted'}"]) == 0
     assert (root / "fitted" / "best" / "thresholds.json").is_file()
     calibrated = root / "calibrated"
@@ -102,12 +94,12 @@ def writers(tmp_path_factory):
             "train --resume": root / "init" / "last", "calibrate": calibrated,
             "Label Studio round": label_studio_round(str(base), root),
             "export float32": root / "export", "export int8": root / "export",
-            "train model.lexicon": root / "lexicon" / "best", "train train.calibrate": root / "fitted" / "best",
+            "train train.calibrate": root / "fitted" / "best",
             "dev": dev}
 
 
 WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
-           "export int8", "train model.lexicon", "train train.calibrate"]
+           "export int8", "train train.calibrate"]
 
 
 def settings_of(writer):
@@ -155,8 +147,7 @@ def test_serve_reads_it(writers, writer):
         assert client.get("/v1/labels").json()["labels"] == ner.labels
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train model.lexicon",
-                                    "train train.calibrate"])
+@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train train.calibrate"])
 def test_export_reads_it(writers, writer, tmp_path):
     model = str(writers[writer])
     assert main(["export", "--model", model, "--output", str(tmp_path / "export")]) == 0
@@ -170,8 +161,7 @@ def test_export_reads_it(writers, writer, tmp_path):
         assert os.path.isfile(tmp_path / "export" / "thresholds.json")
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "export float32",
-                                    "train model.lexicon"])
+@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "export float32"])
 def test_calibrate_reads_it(writers, writer, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(writers[writer], model)

@@ -172,7 +172,8 @@ def test_workers_share_the_cores_and_a_worker_that_cannot_start_stops_the_servic
     broken = tmp_path / "broken"
     shutil.copytree(trained / "run" / "best", broken)
     weights = next(broken.glob("*.safetensors"))
-    weights.write_bytes(weights.read_bytes()[:100])  # the files are all there: only loading the weights fails
+    content = weights.read_bytes()  # the files are all there, at their sizes: only loading the weights fails
+    weights.write_bytes(b"\xff" * 100 + content[100:])
     process = subprocess.run([sys.executable, "-m", "globalpointer", "serve", "--model", str(broken), "--port",
                               str(free_port()), "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert process.returncode == 2 and "a worker process could not start" in process.stderr, process.stderr

@@ -20,6 +20,17 @@ log = logging.getLogger(__name__)
 # an earlier name -> the key's name now: files that use the earlier one still load, with a warning
 RENAMED = {"train.eval_batch_size": "inference.batch_size", "model.calibrated_thresholds": "model.use_calibration",
            "inference.compile_from": "inference.compile_from_lines"}
+# A removed key -> (the value that is what runs now, why it went): a file that sets the first (a model's
+# config.yaml of an earlier version lists every key) loads without it; any other value is refused
+REMOVED = {
+    "model.lexicon": ("none", "jieba's lexicon features were level with the encoder alone (+0.16 F1 on 1,000 "
+                              "CLUENER texts, within 3 seeds' spread) and cost 2% of prediction"),
+    "model.context": ("none", "the context layers lost or were level (-0.06 and -1.15 F1) and cost 17-23% of "
+                              "prediction"),
+    "model.context_layers": (1, "it counted model.context's layers, which were removed"),
+    "train.ema_decay": (0.0, "the average of the weights lost F1 on nearly every seed"),
+    "train.rdrop_alpha": (0.0, "R-Drop lost F1 on nearly every seed"),
+}
 
 
 def _fields(cls) -> Dict[str, dataclasses.Field]:
@@ -221,7 +232,7 @@ PATH_RULE = "a relative path in a config file is read from that file's folder; w
 def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
     """The relative paths of a config file's ``tree`` (``key_paths``, and ``model.encoder`` when it names a
     folder beside the file) made absolute against ``folder``, the file's."""
-    for dotted in PATH_KEYS + ("model.lexicon",):
+    for dotted in PATH_KEYS:
         *sections, key = dotted.split(".")
         node = tree.get(sections[0]) if sections else tree
         if isinstance(node, dict) and key in node:
@@ -234,10 +245,8 @@ def resolve_paths(tree: Dict[str, Any], folder: str) -> None:
 
 
 def key_paths(dotted: str, value: Any, folder: str) -> Any:
-    """Key ``dotted``'s value with its relative paths read from ``folder``: a PATH_KEYS key's, and
-    ``model.lexicon``'s when it names a word list (``none`` and ``jieba`` name no file)."""
-    if dotted in PATH_KEYS or (dotted == "model.lexicon" and isinstance(value, str) and value.strip()
-                               and value not in ("none", "jieba")):
+    """Key ``dotted``'s value with its relative paths read from ``folder``: a PATH_KEYS key's."""
+    if dotted in PATH_KEYS:
         return absolute_paths(value, folder)
     return value
 
@@ -262,7 +271,11 @@ def absolute_paths(value: Any, folder: str) -> Any:
 # Keys added, or whose default changed, after runs were first saved: a saved config without one was
 # trained as this value says (read back, a run of an earlier version resumes as it began).
 BEFORE_THE_KEY = {("train", "boundary_smoothing"): 0.0, ("train", "max_steps"): 0,
-                  ("train", "boundary_smoothing_max_texts"): 0, ("model", "encoder"): "m3e-small"}
+                  ("train", "large_training_set"): 0, ("model", "encoder"): "m3e-small"}
+# Two keys that each said where a training file is large (smoothing off above the first, FGM by auto above
+# the second), now one: train.large_training_set.  0 meant "any size" for both, which is "no file is
+# large" for smoothing but "every file" for FGM: train.adversarial fgm says the latter now
+MERGED_INTO_LARGE_SET = ("boundary_smoothing_max_texts", "adversarial_min_texts")
 
 
 def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Override]] = None,
@@ -276,6 +289,7 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
     their defaults and ``overrides``, and a key it predates (``BEFORE_THE_KEY``) has its earlier value."""
     tree: Dict[str, Any] = {}
     file_tree = read_yaml(path) if path else {}
+    _merge_large_set(file_tree, f" (in {path})" if path else "", warn=not saved)  # before BEFORE_THE_KEY sets it
     if path and not saved:
         resolve_paths(file_tree, os.path.dirname(os.path.abspath(path)))
     for key in RUN_TIME_KEYS if saved else ():
@@ -299,6 +313,8 @@ def load_config(path: Optional[str] = None, overrides: Optional[Sequence[Overrid
         set_by[".".join(keys)] = override_text(item)
     where = f" (in {path})" if path else ""
     _move_renamed(tree, where)
+    _merge_large_set(tree, where)
+    _drop_removed(tree, where)
     _convert_logit_threshold(tree, where)
     try:
         config = _build(RunConfig, tree, [])
@@ -323,6 +339,41 @@ def _move_renamed(tree: Dict[str, Any], where: str) -> None:
             tree[new_section].setdefault(new_key, value)
             log.warning("%s is now %s%s: read as %s=%s; rename the key", old, new, where, new,
                         tree[new_section][new_key])
+
+
+def _merge_large_set(tree: Dict[str, Any], where: str, warn: bool = True) -> None:
+    """MERGED_INTO_LARGE_SET's keys read as train.large_training_set (said, with ``warn``: a user's file
+    or --set, not a model's config of an earlier version); two different sizes are refused."""
+    train = tree.get("train")
+    if not isinstance(train, dict) or not any(key in train for key in MERGED_INTO_LARGE_SET):
+        return
+    given = {key: train.pop(key) for key in MERGED_INTO_LARGE_SET if key in train}
+    if given.get("adversarial_min_texts") == 0:
+        if train.get("adversarial", "auto") == "auto":
+            raise ConfigError(f"train.adversarial_min_texts 0 (FGM at any size) is now train.adversarial: fgm{where}; "
+                              f"set that, and remove the key")
+        del given["adversarial_min_texts"]  # FGM set by hand: the size decided nothing
+    values = set(map(str, given.values())) | ({str(train["large_training_set"])} if "large_training_set" in train
+                                              else set())
+    if len(values) > 1:
+        raise ConfigError(f"{' and '.join(f'train.{key} ({value})' for key, value in given.items())} are now one key, "
+                          f"train.large_training_set{where}: set it to one value, and remove them")
+    for key, value in given.items():
+        if warn:
+            log.warning("train.%s is now train.large_training_set%s: read as train.large_training_set=%s; rename "
+                        "the key", key, where, value)
+        train.setdefault("large_training_set", value)
+
+
+def _drop_removed(tree: Dict[str, Any], where: str) -> None:
+    for dotted, (now, why) in REMOVED.items():
+        section, key = dotted.split(".")
+        values = tree.get(section)
+        if isinstance(values, dict) and key in values:
+            value = values.pop(key)
+            if value != now and not (isinstance(value, str) and isinstance(now, str) and value.strip() == now):
+                raise ConfigError(f"{dotted} was removed{where}: {why} (docs/results.md); this one says "
+                                  f"{str(value)[:80]!r}: remove the key (a model trained with it: train it again)")
 
 
 def _probability(logit) -> float:

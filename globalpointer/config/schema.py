@@ -100,14 +100,6 @@ class ModelConfig:
     head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
                      _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
-    context: str = _opt("none", "layers between the encoder and the head, trained from scratch at train.head_lr: "
-                        "transformer (attending within each text) or bilstm (one text per row)",
-                        choices=("none", "transformer", "bilstm"))
-    context_layers: int = _opt(1, "number of model.context layers", bounds=POSITIVE)
-    lexicon: str = _opt("none", "Chinese lexicon features: each token learns what dictionary words it begins, "
-                        "continues or ends (after SoftLexicon); jieba (its dictionary), a word list's path (a word "
-                        "a line), or none (the default: jieba's added +0.16 F1 on 1,000 CLUENER texts, within 3 seeds' "
-                        "spread, docs/results.md).  The model directory keeps the words")
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
@@ -132,17 +124,16 @@ class TrainConfig:
                               "their order; types of data.labels (or of the data) it lacks are added after them "
                               "with fresh head rows; empty: start from model.encoder")
     epochs: int = _opt(12, "passes over the training data at most: with a dev file, training stops after "
-                            "train.patience evaluations without a better dev F1 and keeps the best (the best "
-                            "epoch was 6 to 11 on 1,000-text slices, docs/results.md)", bounds=POSITIVE)
+                            "train.patience evaluations without a better dev F1 and keeps the best",
+                       bounds=POSITIVE)
     max_steps: int = _opt(3000, "a ceiling on training's length in optimizer steps, rounded up to a whole epoch: "
                                 "the shorter of it and train.epochs is trained, the learning rate decaying over "
-                                "it. A large file needs fewer epochs: CoNLL-2003's 14,041 sentences train 4, the "
-                                "F1 of the 12-epoch ceiling in about half its time (docs/results.md); files of up to "
-                                "4,000 texts keep train.epochs. 0: train.epochs alone", bounds=NON_NEGATIVE)
+                                "it: a large file needs fewer epochs than a small one. 0: train.epochs alone",
+                          bounds=NON_NEGATIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
     lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
-                           "ELECTRA-Small's rate for small encoders; with the decay and training length by dev "
-                           "F1 the strongest recipe on 1,000-text slices (docs/results.md)", bounds=NON_NEGATIVE)
+                           "ELECTRA-Small's rate for small encoders (a base-size encoder: start at 1e-4)",
+                      bounds=NON_NEGATIVE)
     head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)",
                           bounds=NON_NEGATIVE)
     warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0",
@@ -159,36 +150,22 @@ class TrainConfig:
                               "of training chosen by the dev set", bounds=NON_NEGATIVE)
     log_every: int = _opt(10, "update the progress bar's loss every N optimizer steps", bounds=POSITIVE)
     adversarial: str = _opt("auto", "fgm: adversarial training on the word embeddings (one more forward and "
-                            "backward per batch: about twice the training time); auto: fgm on a training file of "
-                            "more than train.adversarial_min_texts texts, none on a smaller one",
-                            ("auto", "none", "fgm"))
-    adversarial_min_texts: int = _opt(5000, "train.adversarial auto trains with FGM on training files of more than "
-                                            "this many texts: on all 10,748 CLUENER texts +1.02 dev F1 (3 seeds), "
-                                            "level with configs/cluener.yaml, on CoNLL-2003's 14,041 +0.12 test F1 "
-                                            "(one seed), on MSRA's 45,000 +0.33 test F1 (one seed); level on "
-                                            "1,000-text slices, lost on 5,000 MSRA sentences (1 epoch) "
-                                            "(docs/results.md); 0: any size",
-                                      bounds=NON_NEGATIVE)
+                            "backward per batch); auto: fgm on a large training file (train.large_training_set), "
+                            "none on a smaller one", ("auto", "none", "fgm"))
+    large_training_set: int = _opt(5000, "a training file of more than this many texts is large: train.adversarial "
+                                         "auto trains it with FGM, and boundary smoothing is off on it; 0: no file "
+                                         "is large",
+                                   bounds=NON_NEGATIVE)
     adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient",
                                       bounds=POSITIVE)
-    ema_decay: float = _opt(0.0, "exponential moving average of the weights, evaluated and saved as the best "
-                            "model (e.g. 0.999); 0: off", bounds=FRACTION)
     layer_lr_decay: float = _opt(0.8, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
                                  "embeddings lowest; 1: every layer at lr", bounds=Bounds(0, 1, low_included=False))
-    rdrop_alpha: float = _opt(0.0, "R-Drop (span heads): each batch runs twice with different dropout and this "
-                              "weighs the symmetric KL between the two passes' span probabilities; 0: off",
-                              bounds=NON_NEGATIVE)
     boundary_smoothing: float = _opt(0.2, "boundary smoothing (span heads; a token tagger has no span targets and "
                                           "trains without it; after Zhu and Li, 2022): the spans a "
                                           "token or so off an entity's boundaries (train.boundary_smoothing_size) "
-                                          "share this target, softening the loss where annotators disagree: +1.05 "
-                                          "and +1.43 F1 on 1,000-text slices of CLUENER and CoNLL-2003, 3 seeds "
-                                          "(docs/results.md); 0: off", bounds=FRACTION)
-    boundary_smoothing_max_texts: int = _opt(5000, "boundary smoothing applies to training files of at most this "
-                                                   "many texts, and is off above: on CoNLL-2003 it gained +1.43 F1 "
-                                                   "at 1,000 sentences, was level at 3,000 and lost 0.97 on all "
-                                                   "14,041; on all 10,748 CLUENER texts it was level, +0.24 "
-                                                   "(docs/results.md); 0: any size", bounds=NON_NEGATIVE)
+                                          "share this target, softening the loss where annotators disagree; off on "
+                                          "a large training file (train.large_training_set); 0: off",
+                                     bounds=FRACTION)
     boundary_smoothing_size: int = _opt(1, "boundary smoothing: the spans that share it are at most this many "
                                            "boundary moves away (start and end together)", bounds=POSITIVE)
     calibrate: str = _opt("shared", "after training, minimum scores fitted on the dev file for the best checkpoint "
@@ -216,13 +193,12 @@ class InferenceConfig:
     compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
                                         "this many input lines, a Paddle Inference program is compiled from the "
                                         "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "
-                                        "$GLOBALPOINTER_CACHE) and runs instead of the dynamic graph (2,000 CLUENER "
-                                        "texts: 19.4 s instead of 31.2 s); a cached one is used whatever the input; 0: "
-                                        "never compile", bounds=NON_NEGATIVE)
+                                        "$GLOBALPOINTER_CACHE) and runs instead of the dynamic graph, faster; a "
+                                        "cached one is used whatever the input; 0: never compile",
+                                   bounds=NON_NEGATIVE)
     compiled_cache_mb: int = _opt(2048, "the compiled programs the cache keeps, in MB at most: after a compile, the "
                                         "least recently run others are removed until they fit (a program is about "
-                                        "the size of its checkpoint's weights, 91 MB for the quickstart's), so a "
-                                        "machine that predicts with many checkpoints does not fill its disk; 0: no "
+                                        "the size of its checkpoint's weights), so a machine that predicts with many checkpoints does not fill its disk; 0: no "
                                         "bound", bounds=NON_NEGATIVE)
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
                                   "the longest window of the call, each still read alone: fewer forward passes, less "
@@ -312,10 +288,6 @@ def validate(config: RunConfig) -> None:
                           f"data.max_length - 2 ({config.data.max_length - 2}) so that windows advance")
     if config.model.head_size % 2:
         raise ConfigError(f"model.head_size must be even for RoPE, got {config.model.head_size}")
-    if config.train.rdrop_alpha:
-        from ..model.heads import check_span_head
-
-        check_span_head(config.model.head, "train.rdrop_alpha")
     if len(set(config.data.labels)) != len(config.data.labels):
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
     if any(not label.strip() for label in config.data.labels):

@@ -93,13 +93,11 @@ def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.
     """Rows of one or more windows, side by side, padded to the longest row: ``input_ids`` [B, L];
     ``token_text`` [B, L] the number of each token's window in its row (1, 2, ...; 0 on
     padding); ``span_text`` [B, L] the same on text tokens only (0 on [CLS], [SEP] and padding).
-    The model reads every window of a row as if it were alone (masks.text_attention).  Windows with
-    lexicon codes (``model.lexicon``) give ``lexicon`` [B, L] too (0 on padding)."""
+    The model reads every window of a row as if it were alone (masks.text_attention)."""
     length = max(sum(len(w.input_ids) for w in row) for row in rows)
     input_ids = np.full((len(rows), length), pad_id, dtype="int64")
     token_text = np.zeros((len(rows), length), dtype="int64")
     span_text = np.zeros((len(rows), length), dtype="int64")
-    lexicon = np.zeros((len(rows), length), dtype="int64") if rows[0][0].lexicon is not None else None
     for i, row in enumerate(rows):
         start = 0
         for number, window in enumerate(row, 1):
@@ -107,13 +105,8 @@ def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.
             input_ids[i, start:stop] = window.input_ids
             token_text[i, start:stop] = number
             span_text[i, start + CLS_POSITIONS:stop - 1] = number  # not [CLS], not [SEP]
-            if lexicon is not None:
-                lexicon[i, start:stop] = window.lexicon
             start = stop
-    batch = {"input_ids": input_ids, "token_text": token_text, "span_text": span_text}
-    if lexicon is not None:
-        batch["lexicon"] = lexicon
-    return batch
+    return {"input_ids": input_ids, "token_text": token_text, "span_text": span_text}
 
 
 def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:

@@ -11,7 +11,6 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..spans import Entity, Record, TokenIndex, TokenSpan, from_input, to_entity, to_input
-from .lexicon import Lexicon
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +18,6 @@ log = logging.getLogger(__name__)
 class TokenizedText(NamedTuple):
     ids: List[int]
     offsets: List[Tuple[int, int]]  # end-exclusive character range of each token
-    lexicon: Optional[List[int]] = None  # each token's lexicon code (lexicon.py), with model.lexicon
 
 
 class Window(NamedTuple):
@@ -30,7 +28,6 @@ class Window(NamedTuple):
     owned: Tuple[int, int]  # text tokens of this window, [from, to), whose spans it reports
     gold: List[TokenSpan]  # over input positions
     next_id: Optional[int] = None  # the text's token after the window's last (None: the text ends there)
-    lexicon: Optional[List[int]] = None  # each input position's lexicon code (0 on [CLS], [SEP]), with model.lexicon
 
 
 class AlignmentReport:
@@ -60,15 +57,13 @@ class AlignmentReport:
 
 class Featurizer:
     """Texts -> token features: tokens with character offsets (the tokenizer), cut into windows of
-    at most ``max_length`` tokens with [CLS] and [SEP] (``window_overlap`` tokens shared); with a
-    ``lexicon``, each token's lexicon code too."""
+    at most ``max_length`` tokens with [CLS] and [SEP] (``window_overlap`` tokens shared)."""
 
-    def __init__(self, tokenizer, mode: str, max_length: int, window_overlap: int, lexicon: Optional[Lexicon] = None):
+    def __init__(self, tokenizer, mode: str, max_length: int, window_overlap: int):
         if mode not in ("char", "subword"):
             raise ValueError(f"tokenization mode must be char or subword, got {mode!r}")
         self.tokenizer = tokenizer
         self.mode = mode
-        self.lexicon = lexicon
         self.window_size = max_length - 2
         self.step = self.window_size - window_overlap
         vocab = tokenizer.vocab
@@ -97,12 +92,6 @@ class Featurizer:
         return self.unk_id
 
     def tokenize(self, text: str) -> TokenizedText:
-        tokens = self.tokens(text)
-        if self.lexicon is None:
-            return tokens
-        return tokens._replace(lexicon=self.lexicon.token_codes(text, tokens.offsets))
-
-    def tokens(self, text: str) -> TokenizedText:
         if self.mode == "char":
             ids, offsets = [], []
             for index, char in enumerate(text):
@@ -135,7 +124,7 @@ class Featurizer:
         """The tokens of ``texts`` (no special tokens): what a request costs the model, windows aside."""
         if self.mode == "char":
             return sum(1 for text in texts for char in text if not char.isspace())
-        return sum(len(self.tokens(text).ids) for text in texts)
+        return sum(len(self.tokenize(text).ids) for text in texts)
 
     def window_starts(self, num_tokens: int) -> List[int]:
         if num_tokens <= self.window_size:
@@ -157,8 +146,7 @@ class Featurizer:
             gold = [to_input(span, start) for span in token_spans if start <= span.start and span.end < end]
             out.append(Window(record_index, start, [self.cls_id] + tokens.ids[start:end] + [self.sep_id],
                               tokens.offsets[start:end], (own_from - start, own_to - start), gold,
-                              tokens.ids[end] if end < len(tokens.ids) else None,
-                              None if tokens.lexicon is None else [0] + tokens.lexicon[start:end] + [0]))
+                              tokens.ids[end] if end < len(tokens.ids) else None))
         return out
 
     def text_windows(self, texts: Sequence[str]) -> List[Window]:

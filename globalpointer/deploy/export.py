@@ -29,7 +29,7 @@ from paddle.static import InputSpec
 from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
 from ..errors import UserError
 from ..cpu_math import int8_kernels, read_cpu_info
-from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, check_writable_location, contains,
+from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains,
                      directory_being_written, read_export_info, replaceable, swap_in_directory)
 from ..model.backends import (BACKENDS, INT8_RECORD, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
                               model_files, openvino_available)
@@ -59,7 +59,6 @@ OPENVINO_MISSING = ("--openvino-calibration needs OpenVINO and NNCF: pip install
                     "install -r requirements-openvino.txt)")
 # token_text and span_text number the texts of a row (masks.py); exports of earlier versions
 # took a bool span_text and one text per row, and still run that way (backends: the program's input type).
-# The last input, lexicon, only for a model with model.lexicon.
 INPUT_SPEC = [InputSpec([None, None], "int64", name) for name in INPUTS]
 
 
@@ -80,8 +79,7 @@ def check_paddle_exports() -> None:
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
-    spec = INPUT_SPEC if getattr(model, "lexicon", None) is not None else INPUT_SPEC[:-1]
-    static = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
+    static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
     with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
         paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
 
@@ -177,8 +175,9 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
 
 
 def write_export_info(directory: str, info: dict) -> None:
-    """export.json: ``info`` and the manifest of the files beside it, with their sizes."""
-    files = sorted(name for name in os.listdir(directory) if name != EXPORT_INFO)
+    """export.json: ``info`` and the manifest of the files beside it with their sizes, which each open
+    checks (``checkpoint.check_model_files``)."""
+    files = sorted(name for name in os.listdir(directory) if name not in (EXPORT_INFO, TEMPORARY_MARKER))
     sizes = {name: os.path.getsize(os.path.join(directory, name)) for name in files}
     with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
         json.dump({**info, MANIFEST_KEY: files, "sizes": sizes}, out, indent=1)

@@ -288,6 +288,8 @@ class Trainer:
         annotations = os.path.join(directory, "annotations.json")
         atomic_write_text(annotations, json.dumps(tasks, ensure_ascii=False))
         base = read_config(self.base_config)
+        # data.limit shaped the base model's run: a round reads every annotation and every base text
+        base = dataclasses.replace(base, data=dataclasses.replace(base.data, limit=0))
         annotated = offered_only(load_records(annotations, format="label-studio", on_error="skip"), project["labels"])
         settings = round_data(base, annotated, self.labels, project["labels"], directory)
         config_path = os.path.join(directory, "config.yaml")

@@ -7,11 +7,8 @@ from typing import Dict, List
 
 from ..errors import CheckpointError
 
-# f1_without_average: with train.ema_decay, the dev F1 of the trained weights themselves (the other
-# columns are the average's), so that one run shows what the average adds; empty without EMA
-METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "f1_without_average", "seconds",
-                   "windows_per_second"]
-OPTIONAL_COLUMNS = {"f1_without_average"}
+# (runs of earlier versions have an f1_without_average column too, of the removed train.ema_decay: read past)
+METRICS_COLUMNS = ["step", "epochs_done", "train_loss", "precision", "recall", "f1", "seconds", "windows_per_second"]
 
 
 def read_metrics(path: str) -> List[Dict[str, str]]:
@@ -30,8 +27,6 @@ def read_metrics(path: str) -> List[Dict[str, str]]:
                     raise CheckpointError(f"{where}: step {row.get('step')!r} is not a whole number; {fix}")
                 for column in METRICS_COLUMNS[1:]:
                     value = row.get(column)
-                    if column in OPTIONAL_COLUMNS and not value:
-                        continue
                     if not _finite(value):
                         raise CheckpointError(f"{where}: {column} {value!r} is not a number; {fix}")
                 rows.append(row)

@@ -27,9 +27,6 @@ def plot_run(run_dir: str) -> str:
     loss_axis.set(title="train loss", xlabel="optimizer step", yscale="log")
     for key in ("precision", "recall", "f1"):
         score_axis.plot(steps, [float(r[key]) * 100 for r in rows], marker="o", label=key)
-    if all(r.get("f1_without_average") for r in rows):  # an EMA run: its scores above are the average's
-        score_axis.plot(steps, [float(r["f1_without_average"]) * 100 for r in rows], marker="o", linestyle="--",
-                        label="f1 without the average")
     score_axis.set(title="dev (micro, exact span match)", xlabel="optimizer step", ylabel="%")
     score_axis.legend()
     figure.suptitle(os.path.basename(os.path.abspath(run_dir)))

@@ -140,6 +140,25 @@ def inference_config(model, overrides: Optional[Sequence[str]] = None, backend: 
     return config
 
 
+def _min_score_given(opened, config: RunConfig, overrides: List) -> bool:
+    """Whether the caller set ``model.min_score`` (``--set``, ``load(..., model__min_score=...)``), which
+    then wins over the fitted scores of thresholds.json, said in one line; set together with
+    ``model.use_calibration=true`` the two are refused."""
+    from ..checkpoint import THRESHOLDS
+    from ..config import override_key
+
+    given = {override_key(item) for item in overrides}
+    if "model.min_score" not in given:
+        return False
+    if "model.use_calibration" in given and config.model.use_calibration:
+        raise ConfigError("model.min_score and model.use_calibration=true are both set: the one minimum score for "
+                          "every type, or the fitted ones of thresholds.json? set one of them")
+    if opened.min_scores is not None:
+        log.info("model.min_score=%g as set, for every type, in place of the fitted minimum scores of %s/%s",
+                 config.model.min_score, opened.path, THRESHOLDS)
+    return True
+
+
 def _int8_or_float32(opened, config: RunConfig, backend: str) -> RunConfig:
     """``config``, or float32 in place of ``inference.precision=int8`` where the export's INT8 model for
     ``backend`` is not known to keep its F1 on this CPU (``backends.int8_unfit``), said in one line;
@@ -189,7 +208,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         chosen = choose_backend(config.inference.backend, opened, config.inference.precision, runtime.device)
         network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
-    calibrated = opened.min_scores if config.model.use_calibration else None
+    calibrated = opened.min_scores if config.model.use_calibration and not _min_score_given(
+        opened, config, _overrides(overrides, keyword_overrides)) else None
     if calibrated is not None:
         threshold = [score_logit(score) for score in calibrated]
         scores = f"{calibrated[0]:.3g} for every type" if len(set(calibrated)) == 1 else \
@@ -202,6 +222,6 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
              " (model.decode auto: no training text had overlapping ones)"
              if config.model.decode == "auto" and decode == "flat" else "")
     featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
-                                config.data.window_overlap, opened.lexicon)
+                                config.data.window_overlap)
     extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size)
     return Pipeline(extractor, opened, config, runtime, chosen)

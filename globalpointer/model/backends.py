@@ -3,8 +3,8 @@ Inference, ONNX Runtime or OpenVINO, on the CPU or a GPU.
 
 ``BACKENDS`` is the one table of them: what each runs (an export or a checkpoint), the precisions it
 takes and the export's files it reads at each, its devices, its library; the config's choices come
-from it.  Every backend takes the network's call signature (input_ids, token_text, span_text and,
-with model.lexicon, lexicon -> logits) and has its head's ``decode``, so the Extractor does not know which one it drives.
+from it.  Every backend takes the network's call signature (input_ids, token_text, span_text ->
+logits) and has its head's ``decode``, so the Extractor does not know which one it drives.
 ``choose_backend`` filters the table for a model directory: ``auto`` takes the first backend, in the
 table's order, whose rules the directory meets (OpenVINO's INT8 IR, then ONNX Runtime, Paddle Inference,
 the dynamic graph).
@@ -97,7 +97,7 @@ class _ExportedModel:
     """An export reads rows of several texts where its program's span_text numbers the texts of a row
     (int64; exports of earlier versions take a bool span_text, one text per row) and its export.json
     does not say otherwise (``packs_texts``: false for a network that would read across the texts of a
-    row, such as a BiLSTM context).  It reads and returns numpy arrays: a round trip through Paddle
+    row, as a tagger's CRF does).  It reads and returns numpy arrays: a round trip through Paddle
     tensors took 2% of INT8 prediction."""
     reads_arrays = True
 
@@ -106,9 +106,9 @@ class _ExportedModel:
         self.packs_texts = numbers_texts and packs_texts is not False
         self.input_dtypes = ["int64", "int64", "int64" if numbers_texts else "bool", "int64"]
 
-    def feed(self, input_ids, token_text, span_text, lexicon=None) -> List[np.ndarray]:
-        """The program's inputs in its order (``network.INPUTS``; ``lexicon`` only for a model with one)."""
-        inputs = (input_ids, token_text, span_text) + (() if lexicon is None else (lexicon,))
+    def feed(self, input_ids, token_text, span_text) -> List[np.ndarray]:
+        """The program's inputs in its order (``network.INPUTS``)."""
+        inputs = (input_ids, token_text, span_text)
         return [np.ascontiguousarray(np.asarray(value).astype(dtype, copy=False))
                 for value, dtype in zip(inputs, self.input_dtypes)]
 
@@ -152,9 +152,9 @@ class PaddleInferenceModel(_ExportedModel):
             os.path.join(directory, PROGRAM), self.predictor.get_input_names()[2]) == "int64"
         super().__init__(tril_mask, numbers_texts, packs_texts)
 
-    def __call__(self, input_ids, token_text, span_text, lexicon=None) -> np.ndarray:
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
         for name, array in zip(self.predictor.get_input_names(),
-                               self.feed(input_ids, token_text, span_text, lexicon)):
+                               self.feed(input_ids, token_text, span_text)):
             handle = self.predictor.get_input_handle(name)
             handle.reshape(array.shape)
             handle.copy_from_cpu(array)
@@ -183,8 +183,8 @@ class OnnxModel(_ExportedModel):
         self.input_names = [item.name for item in self.session.get_inputs()]
         super().__init__(tril_mask, self.session.get_inputs()[2].type == "tensor(int64)", packs_texts)
 
-    def __call__(self, input_ids, token_text, span_text, lexicon=None) -> np.ndarray:
-        feed = self.feed(input_ids, token_text, span_text, lexicon)
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
+        feed = self.feed(input_ids, token_text, span_text)
         return self.session.run(None, dict(zip(self.input_names, feed)))[0]
 
 
@@ -207,12 +207,12 @@ class OpenVinoModel(_ExportedModel):
         self.requests = threading.local()
         super().__init__(tril_mask, self.compiled.inputs[2].get_element_type() == openvino.Type.i64, packs_texts)
 
-    def __call__(self, input_ids, token_text, span_text, lexicon=None) -> np.ndarray:
+    def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
         if not hasattr(self.requests, "request"):
             self.requests.request = self.compiled.create_infer_request()
         # inputs shared, not copied (0.5 ms a pass): feed's arrays are not written while the pass runs; the
         # outputs are copied out of the request (share_outputs=False), so the next pass cannot change them
-        feed = dict(zip(self.input_names, self.feed(input_ids, token_text, span_text, lexicon)))
+        feed = dict(zip(self.input_names, self.feed(input_ids, token_text, span_text)))
         return self.requests.request.infer(feed, share_inputs=True)[0]
 
 

@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..errors import CheckpointError, ConfigError, EncoderError
 from ..files import (PARTIAL, atomic_write_text, cache_directory, directory_being_written, read_json,
-                     remove_abandoned_partials, remove_unless_held)
+                     remove_abandoned_partials, remove_unless_held, unmark)
 from .weights import mismatches, read_state, save_state, summary
 
 log = logging.getLogger("globalpointer")
@@ -225,6 +225,7 @@ def _publish(work: str, target: str) -> None:
     """Rename the finished ``work`` to ``target``, unless another process got there first (same weights:
     the cache key names the source file); the cache only ever holds whole directories."""
     try:
+        unmark(work)
         os.replace(work, target)
     except OSError:  # a non-empty target: published by another process meanwhile
         if not os.path.isfile(os.path.join(target, CONVERTED_WEIGHTS)):

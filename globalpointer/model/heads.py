@@ -17,7 +17,7 @@ from paddle import nn
 from ..errors import ConfigError
 from ..spans import TokenSpan
 from .decode import Threshold, spans_at_hits, threshold_array
-from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss, symmetric_kl
+from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import span_mask, span_mask_bias
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
@@ -76,10 +76,6 @@ class _SpanHead(nn.Layer):
         else:
             value = sparse_span_loss(logits, rows, mask, planes, targets)
         return value, count_masked_gold(gold, mask)
-
-    def consistency(self, first: paddle.Tensor, second: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
-        """How far two dropout passes' logits of the same batch disagree (R-Drop)."""
-        return symmetric_kl(first, second, span_mask(span_text, self.tril_mask))
 
     def decode(self, logits: paddle.Tensor, span_text: paddle.Tensor, threshold: Threshold) -> List[List[TokenSpan]]:
         return decode_span_logits(logits, span_text, self.tril_mask, threshold)

@@ -106,16 +106,6 @@ def sparse_span_loss(logits: paddle.Tensor, gold: paddle.Tensor, mask: paddle.Te
     return plane_mean(F.softplus(negatives) + _log1p_sum_exp(pos), planes)
 
 
-def symmetric_kl(first: paddle.Tensor, second: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
-    """R-Drop's term between two dropout passes' logits ``[batch, types, L, L]``: each open cell's
-    score is a Bernoulli (sigmoid) probability, as in decoding, and KL(p||q) + KL(q||p) of two of
-    them is (p - q)(logit p - logit q); summed over the cells of each (example, type) and averaged
-    over them, as the loss is.  ``mask``: open cells, broadcastable (bool)."""
-    first, second = first.astype("float32"), second.astype("float32")
-    divergence = (F.sigmoid(first) - F.sigmoid(second)) * (first - second)
-    return (divergence * mask.astype("float32")).flatten(2).sum(-1).mean()
-
-
 def gold_to_dense(gold: paddle.Tensor, num_types: int, length: int,
                   targets: Optional[paddle.Tensor] = None) -> paddle.Tensor:
     """``[batch, types, L, L]`` labels from gold rows (for the dense loss): 1 at each row's cell, or

@@ -1,5 +1,4 @@
-"""The network: encoder (+ lexicon codes, ``model.lexicon``) -> context layers (``model.context``) ->
-dropout -> span head, over rows that may hold several texts.
+"""The network: encoder -> dropout -> span head, over rows that may hold several texts.
 
 ``token_text`` and ``span_text`` number the texts of each row (masks.py), so every text of a
 row is encoded and scored as if it were alone.  ``WEIGHTS`` is where a model directory keeps the
@@ -7,14 +6,12 @@ network's weights (safetensors: read as data, never executed).
 """
 import inspect
 import os
-from typing import Optional, Tuple
+from typing import Tuple
 
 import paddle
 from paddle import nn
 
-from ..data.lexicon import LEXICON_CODES
 from ..errors import CheckpointError
-from .context import build_context
 from .encoders import Encoder, encoder_architecture
 from .heads import build_head
 from .linear_autograd import use_training_linear
@@ -24,8 +21,8 @@ from .weights import mismatches, read_state, summary
 WEIGHTS = "model.safetensors"
 
 
-# The network's inputs, in the order of its call and of an export's program; the last only with model.lexicon
-INPUTS = ("input_ids", "token_text", "span_text", "lexicon")
+# The network's inputs, in the order of its call and of an export's program
+INPUTS = ("input_ids", "token_text", "span_text")
 
 
 def model_inputs(batch: dict) -> dict:
@@ -34,12 +31,9 @@ def model_inputs(batch: dict) -> dict:
 
 
 class SpanNetwork(nn.Layer):
-    def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float, context: Optional[nn.Layer] = None,
-                 lexicon: Optional[nn.Layer] = None):
+    def __init__(self, encoder: nn.Layer, head: nn.Layer, dropout: float):
         super().__init__()
         self.encoder = use_training_linear(encoder)
-        self.lexicon = lexicon
-        self.context = context
         self.dropout = nn.Dropout(dropout)
         self.head = head
         parameters = inspect.signature(encoder.forward).parameters
@@ -51,24 +45,18 @@ class SpanNetwork(nn.Layer):
     @property
     def packs_texts(self) -> bool:
         """Whether a row may hold several texts: the encoder must take position ids (to start each
-        text at 0), the context layers keep to each text and the head must score spans (a tagger's
-        CRF would run across the texts)."""
-        return self.takes_positions and self.head.packs_texts and getattr(self.context, "packs_texts", True)
+        text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
+        return self.takes_positions and self.head.packs_texts
 
     def fresh_parameters(self) -> list:
-        """The weights no pretrained encoder gave: the head's, the context layers' and the lexicon codes'."""
-        return [parameter for layer in (self.head, self.context, self.lexicon) if layer is not None
-                for parameter in layer.parameters()]
+        """The weights no pretrained encoder gave: the head's."""
+        return list(self.head.parameters())
 
-    def forward(self, input_ids, token_text, span_text, lexicon=None):
+    def forward(self, input_ids, token_text, span_text):
         bias, position_ids = text_attention(token_text)
         positions = {"position_ids": position_ids} if self.takes_positions else {}
         output = self.encoder(input_ids=input_ids, attention_mask=bias, **positions, **self.encoder_options)
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-        if self.lexicon is not None:  # SoftLexicon's concatenation before the sequence layers, as a sum
-            hidden = hidden + self.lexicon(lexicon)
-        if self.context is not None:
-            hidden = self.context(hidden, bias, token_text)
         return self.head(self.dropout(hidden), span_text)
 
     def decode(self, logits, span_text, threshold):
@@ -76,17 +64,10 @@ class SpanNetwork(nn.Layer):
 
 
 def build_network(settings, encoder: Encoder, num_types: int) -> SpanNetwork:
-    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout,
-    context, lexicon)."""
+    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout)."""
     head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
                       rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss)
-    context = build_context(settings.context, encoder.hidden_size, settings.context_layers, settings.dropout)
-    lexicon = None
-    if settings.lexicon != "none":
-        # zero at first: the network starts as the encoder alone, and learns what each code adds
-        lexicon = nn.Embedding(LEXICON_CODES, encoder.hidden_size,
-                               weight_attr=paddle.ParamAttr(initializer=nn.initializer.Constant(0.0)))
-    return SpanNetwork(encoder.model, head, settings.dropout, context, lexicon)
+    return SpanNetwork(encoder.model, head, settings.dropout)
 
 
 def load_weights(network: nn.Layer, directory: str) -> None:

@@ -20,7 +20,6 @@ from ..config import RunConfig, flatten_config, require_files
 from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
-from ..data.lexicon import LEXICON_FILE, Lexicon, saved_lexicon, training_lexicon
 from ..data.sources import annotated_planes, check_declared, source_paths, sources_name
 from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
@@ -98,7 +97,7 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
         interrupted = stop.requested
     if interrupted:
         check_finite_weights(state.network, progress.global_step, config.train)
-        state.run.save_last(state.network, state.optimizer, state.stepper.ema, progress)
+        state.run.save_last(state.network, state.optimizer, progress)
         raise KeyboardInterrupt(f"interrupted at step {progress.global_step}; saved {state.run.last}, "
                                 f"continue with --resume")
     if stopped_early and state.runtime.is_main:
@@ -151,8 +150,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     if data.tokenization == "auto" and not start:
         log.info("data.tokenization auto: %s (%s)", tokenization, "a Chinese vocabulary: one token per character"
                  if tokenization == "char" else "the tokenizer's own pieces, as its vocabulary is not Chinese")
-    featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap,
-                                run_lexicon(config, start, resume))
+    featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
     share = overlapping_share(train_records)
     trained_for = TrainedFor(labels, featurizer.mode, share > 0, on_word_boundaries(train_records), share)
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
@@ -179,9 +177,9 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     stepper = Stepper(model, network, optimizer, scheduler, train, runtime.on_gpu,
                       applied_smoothing(train, len(train_records), network.head.smooths_boundaries),
                       applied_adversarial(train, len(train_records), network))
-    run = RunDirectory(config, trained_for, encoder, runtime, featurizer.lexicon)
+    run = RunDirectory(config, trained_for, encoder, runtime)
     run.added = [label for label in labels if start is not None and label not in start.trained_for.labels]
-    progress = restore(run.last, config, epochs, network, optimizer, stepper.ema, resume_anyway) if resume \
+    progress = restore(run.last, config, epochs, network, optimizer, resume_anyway) if resume \
         else Progress()
     if overwrite and not resume and runtime.is_main:
         remove_run_files(run.path)
@@ -206,31 +204,31 @@ def planned_epochs(train, steps_per_epoch: int) -> int:
 
 def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
     """``train.boundary_smoothing``, or 0 for a head without span targets or a training file of more
-    than ``train.boundary_smoothing_max_texts`` texts."""
+    than ``train.large_training_set`` texts."""
     if not train.boundary_smoothing or not head_smooths:
         return 0.0
-    if train.boundary_smoothing_max_texts and texts > train.boundary_smoothing_max_texts:
-        log.info("boundary smoothing off: %d training texts, more than train.boundary_smoothing_max_texts (%d), "
+    if train.large_training_set and texts > train.large_training_set:
+        log.info("boundary smoothing off: %d training texts, more than train.large_training_set (%d), "
                  "where it was level or lost F1 on the full sets measured (docs/training.md)", texts,
-                 train.boundary_smoothing_max_texts)
+                 train.large_training_set)
         return 0.0
     return train.boundary_smoothing
 
 
 def applied_adversarial(train, texts: int, network) -> str:
     """``train.adversarial``, with ``auto`` resolved by the training file's size: fgm on more than
-    ``train.adversarial_min_texts`` texts, none on fewer, and none for an encoder without word embeddings."""
+    ``train.large_training_set`` texts, none on fewer, and none for an encoder without word embeddings."""
     if train.adversarial != "auto":
         return train.adversarial
-    if texts > train.adversarial_min_texts:
+    if train.large_training_set and texts > train.large_training_set:
         if find_word_embeddings(network) is None:
             log.warning("train.adversarial auto: no FGM, though %d training texts are more than "
-                        "train.adversarial_min_texts (%d): this encoder has no parameter named "
-                        "*word_embeddings.weight for it to move", texts, train.adversarial_min_texts)
+                        "train.large_training_set (%d): this encoder has no parameter named "
+                        "*word_embeddings.weight for it to move", texts, train.large_training_set)
             return "none"
-        log.info("FGM on (train.adversarial auto): %d training texts, more than train.adversarial_min_texts (%d), "
+        log.info("FGM on (train.adversarial auto): %d training texts, more than train.large_training_set (%d), "
                  "where it gained F1 for about twice the training time (docs/training.md)", texts,
-                 train.adversarial_min_texts)
+                 train.large_training_set)
         return "fgm"
     return "none"
 
@@ -280,19 +278,6 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
              ", ".join(added) or "none")
     return start.encoder, start, known + added
-
-
-def run_lexicon(config: RunConfig, start: Optional[LoadedModel], resume: bool) -> Optional[Lexicon]:
-    """The words of ``model.lexicon`` a run reads: those the model it starts from or resumes was
-    trained with, else the word list the config names (None: no lexicon)."""
-    if config.model.lexicon == "none":
-        return None
-    if start is not None:
-        return start.lexicon
-    last = os.path.join(config.output_dir, "last")
-    if resume and os.path.isfile(os.path.join(last, LEXICON_FILE)):
-        return saved_lexicon(last)
-    return training_lexicon(config.model.lexicon)
 
 
 def warn_untaught(trained: List[str], planes: np.ndarray, head: str) -> None:
@@ -359,21 +344,14 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
 
 
 def evaluate_and_save(state: Training, train_loss: float) -> bool:
-    """Dev F1 (with train.ema_decay: of the average, and of the trained weights for the log), a
-    metrics row, the best and last checkpoints; True when patience has run out."""
-    network, progress, stepper, train = state.network, state.progress, state.stepper, state.config.train
+    """Dev F1, a metrics row, the best and last checkpoints; True when patience has run out."""
+    network, progress, train = state.network, state.progress, state.config.train
     check_finite_weights(network, progress.global_step, train)
     with progress.evaluation_time():
-        f1_without_average = None
-        if stepper.ema is not None and state.dev_records:
-            f1_without_average = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)[1]
-            progress.best_f1_without_average = max(progress.best_f1_without_average or 0.0, f1_without_average)
-        with stepper.ema.applied(network) if stepper.ema else contextlib.nullcontext():
-            report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
-            improved = progress.record_evaluation(f1)
-            state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch,
-                                     f1_without_average)
-    state.run.save_last(network, state.optimizer, stepper.ema, progress)
+        report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
+        improved = progress.record_evaluation(f1)
+        state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch)
+    state.run.save_last(network, state.optimizer, progress)
     return 0 < train.patience <= progress.evals_since_best
 
 
@@ -403,7 +381,6 @@ def warn_nothing_learned(state: Training) -> None:
 def run_summary(state: Training, stopped_early: bool) -> dict:
     progress = state.progress
     return {"best_dev_f1": progress.best_f1 if state.dev_records else None, "best_step": progress.best_step,
-            "best_dev_f1_without_average": progress.best_f1_without_average,
             "steps": progress.global_step, "epochs_planned": state.epochs, "epochs_completed": progress.epoch,
             "boundary_smoothing": state.stepper.smoothing, "adversarial": state.stepper.adversarial,
             "stopped_early": stopped_early,

@@ -1,17 +1,13 @@
 """Training recipes the GlobalPointer literature reports gains with (``train.adversarial``,
-``train.ema_decay``, ``train.layer_lr_decay``; when each is on by default, and the evidence: docs/training.md).
+``train.layer_lr_decay``; when each is on by default, and the evidence: docs/training.md).
 
 - FGM (Miyato et al.): after the backward pass, move the word embeddings by
   r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a
   gradient-accumulation window), run forward and backward once more so that the gradients of both
   passes add up, then put the embeddings back.  One extra forward/backward per batch.
-- EMA: a shadow copy of the weights, shadow = d * shadow + (1 - d) * weights after every optimizer
-  step, with d = min(decay, (1 + t) / (10 + t)) at update t so that early shadows are not stuck at
-  the initial weights.  Evaluation and the best checkpoint use the shadow.
 - Layer-wise learning-rate decay: the encoder's top layer learns at ``train.lr``, each layer below at
   ``layer_lr_decay`` times the one above, the embeddings below the lowest layer.
 """
-import contextlib
 import re
 from typing import Dict, Optional
 
@@ -74,53 +70,6 @@ class FGM:
         if self.backup is not None:
             self.parameter.set_value(self.backup)
             self.backup = None
-
-
-class EMA:
-    """An exponential moving average of the trainable weights."""
-
-    def __init__(self, model, decay: float):
-        self.decay = decay
-        self.updates = 0
-        self.shadow: Dict[str, paddle.Tensor] = {name: p.detach().clone() for name, p in model.named_parameters()
-                                                 if not p.stop_gradient}
-
-    def rate(self) -> float:
-        return min(self.decay, (1 + self.updates) / (10 + self.updates))
-
-    @paddle.no_grad()
-    def update(self, model) -> None:
-        d = self.rate()
-        self.updates += 1
-        for name, parameter in model.named_parameters():
-            if name in self.shadow:
-                self.shadow[name].scale_(d).add_(parameter.detach() * (1 - d))
-
-    @contextlib.contextmanager
-    def applied(self, model):
-        """The model holds the shadow weights inside, its own weights again after."""
-        parameters = dict(model.named_parameters())
-        saved = {name: parameters[name].detach().clone() for name in self.shadow}
-        with paddle.no_grad():
-            for name, value in self.shadow.items():
-                parameters[name].set_value(value)
-        try:
-            yield
-        finally:
-            with paddle.no_grad():
-                for name, value in saved.items():
-                    parameters[name].set_value(value)
-
-    def state_dict(self) -> dict:
-        return {"updates": self.updates, "shadow": dict(self.shadow)}
-
-    def set_state_dict(self, state: dict) -> None:
-        missing = set(self.shadow) - set(state["shadow"])
-        if missing:
-            raise ConfigError(f"the saved EMA weights lack {', '.join(sorted(missing)[:3])}: the model changed")
-        self.updates = int(state["updates"])
-        for name in self.shadow:
-            self.shadow[name] = paddle.to_tensor(np.asarray(state["shadow"][name]))
 
 
 def layer_depth(name: str, num_layers: int) -> int:

@@ -22,13 +22,11 @@ from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, in
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
-from .recipes import EMA
 
 log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.safetensors"
-EMA_STATE = "ema.safetensors"  # with train.ema_decay: the average's weights, in last/ for --resume
 # What a run writes into its directory; --overwrite removes exactly these (and the copies of best/
 # and last/ that a kill during a save leaves), nothing else in it.
 CHECKPOINTS = ("best", "last")
@@ -45,7 +43,6 @@ class Progress:
     global_step: int = 0  # optimizer steps taken
     best_f1: float = -1.0
     best_step: int = 0
-    best_f1_without_average: Optional[float] = None  # with train.ema_decay: the best dev F1 of the trained weights
     evals_since_best: int = 0
     dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
     seconds: float = 0.0  # wall time, evaluations included
@@ -207,9 +204,8 @@ class RunDirectory:
     """Everything a run writes into ``output_dir``: checkpoints, metrics.csv and reports.  Only the
     main process writes; every write is atomic."""
 
-    def __init__(self, config: RunConfig, trained_for: TrainedFor, encoder, runtime: Runtime, lexicon=None):
+    def __init__(self, config: RunConfig, trained_for: TrainedFor, encoder, runtime: Runtime):
         self.config, self.trained_for, self.encoder, self.runtime = config, trained_for, encoder, runtime
-        self.lexicon = lexicon  # model.lexicon's words, saved in every checkpoint
         self.path = config.output_dir
         self.last, self.best = os.path.join(self.path, "last"), os.path.join(self.path, "best")
         self.metrics = os.path.join(self.path, "metrics.csv")
@@ -220,41 +216,38 @@ class RunDirectory:
             atomic_write_text(os.path.join(self.path, "config.yaml"), dump_config(self.config))
             _keep_metrics_until(self.metrics, progress.global_step)
 
-    def save_last(self, model, optimizer, ema: Optional[EMA], progress: Progress) -> None:
+    def save_last(self, model, optimizer, progress: Progress) -> None:
         if self.runtime.is_main:
-            state = {OPTIMIZER_STATE: optimizer.state_dict(), **({EMA_STATE: ema.state_dict()} if ema else {})}
-            write_checkpoint(self.last, model, self.encoder, self.config, self.trained_for, extra_state=state,
-                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)}, lexicon=self.lexicon)
+            write_checkpoint(self.last, model, self.encoder, self.config, self.trained_for,
+                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
+                             extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
     def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
-                       improved: bool, steps_per_epoch: int, f1_without_average: Optional[float]) -> None:
+                       improved: bool, steps_per_epoch: int) -> None:
         if not self.runtime.is_main:
             return
         micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
         _append_metrics(self.metrics, {
             "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
             "train_loss": round(train_loss, 6), **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},
-            "f1_without_average": None if f1_without_average is None else round(f1_without_average, 6),
             "seconds": round(progress.seconds, 1), "windows_per_second": round(progress.windows_per_second(), 2)})
         if improved:
-            write_checkpoint(self.best, model, self.encoder, self.config, self.trained_for, lexicon=self.lexicon)
+            write_checkpoint(self.best, model, self.encoder, self.config, self.trained_for)
             if report:
                 atomic_write_json(os.path.join(self.path, "dev_report.json"), report)
         if report:
-            without = "" if f1_without_average is None else f" (without the average: {f1_without_average:.4f})"
             added = ""
             if self.added:
                 added = f"; the added types ({', '.join(self.added)}) F1 {types_scores(report, self.added)['f1']:.4f}"
             tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
-                       f"F1 {micro['f1']:.4f}{without}{' (best)' if improved else ''}{added}")
+                       f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}{added}")
 
     def write_json(self, name: str, value: dict) -> None:
         if self.runtime.is_main:
             atomic_write_json(os.path.join(self.path, name), value)
 
 
-def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, ema: Optional[EMA],
-            resume_anyway: bool) -> Progress:
+def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, resume_anyway: bool) -> Progress:
     """Where the run in ``last_dir`` stood, its weights and optimizer state loaded; ``epochs``: what the
     run trains (``train.epochs``, or fewer within ``train.max_steps``)."""
     directory = resolve_checkpoint(last_dir)
@@ -264,15 +257,15 @@ def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, ema
                           f"continuation needs: {'; '.join(conflicts)}. Undo the change, start a new run with "
                           f"--overwrite or another output_dir, or pass --resume-anyway")
     try:
-        progress = Progress(**read_json(os.path.join(directory, TRAINER_STATE)))
+        state = read_json(os.path.join(directory, TRAINER_STATE))
+        state.pop("best_f1_without_average", None)  # of the removed train.ema_decay, in runs of earlier versions
+        progress = Progress(**state)
     except (OSError, ValueError, TypeError) as error:
         raise CheckpointError(f"{directory}: cannot resume, the trainer state is missing or corrupted ({error}); "
                               f"start without --resume") from None
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
     load_weights(model, directory)
     optimizer.set_state_dict(optimizer_state)
-    if ema is not None:
-        ema.set_state_dict(read_state(os.path.join(directory, EMA_STATE)))
     if progress.epoch >= epochs:  # progress.epoch counts the epochs done
         log.info("resumed from %s at step %d: its %d epoch(s) are done, nothing is left to train (raise "
                  "train.epochs, or train.max_steps, to train on)", last_dir, progress.global_step, progress.epoch)

@@ -1,4 +1,4 @@
-"""One optimizer step: the loss of each micro-batch (R-Drop, FGM, AMP), its gradients, the update;
+"""One optimizer step: the loss of each micro-batch (FGM, AMP), its gradients, the update;
 and the optimizer it runs (AdamW, warmup then linear decay, per-layer rates, clipping)."""
 import contextlib
 import logging
@@ -11,7 +11,7 @@ from ..config import RunConfig, TrainConfig
 from ..errors import TrainingError
 from ..model.network import model_inputs
 from ..model.smoothing import smoothed_targets
-from .recipes import EMA, FGM, layer_rates, word_embeddings
+from .recipes import FGM, layer_rates, word_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     # The schedule is a factor from 0 to 1; each group's rate multiplies it, so either may be 0
     # (e.g. lr 0 freezes the encoder while the head trains at head_lr).
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
-    head_ids = {id(p) for p in model.fresh_parameters()}  # the fresh weights (head, context, lexicon): head_lr
+    head_ids = {id(p) for p in model.fresh_parameters()}  # the fresh weights (the head's): head_lr
     # parameter name -> its group's rate
     rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids], train.lr,
                         train.layer_lr_decay)
@@ -69,29 +69,16 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
 
 
 def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Optional[str], scaler,
-                     accumulation: int, rdrop_alpha: float = 0.0, planes: Optional[paddle.Tensor] = None,
+                     accumulation: int, planes: Optional[paddle.Tensor] = None,
                      soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None) -> Tuple[float, int]:
     """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
-    With ``rdrop_alpha`` the batch runs twice in one forward pass (stacked, so each copy gets its
-    own dropout): the mean of the two losses plus ``rdrop_alpha`` x the head's ``consistency``.
     ``soft``: the gold rows' smoothed targets (``smoothing.smoothed_targets``, as tensors)."""
-    span_text = inputs["span_text"]
-    if rdrop_alpha:
-        inputs = {key: paddle.concat([value, value]) for key, value in inputs.items()}
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
-    if rdrop_alpha:
-        first, second = paddle.split(logits, 2)
-        loss, dropped = head.loss(first, gold, span_text, planes, soft)
-        loss = (loss + head.loss(second, gold, span_text, planes, soft)[0]) / 2 + rdrop_alpha * head.consistency(
-            first, second, span_text)
-    else:
-        loss, dropped = head.loss(logits, gold, span_text, planes, soft)
+    loss, dropped = head.loss(logits, gold, inputs["span_text"], planes, soft)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
     return float(loss) * accumulation, dropped
-
-
 
 
 class Stepper:
@@ -106,7 +93,6 @@ class Stepper:
         self.dtype = amp_dtype(train.amp, on_gpu)
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if self.dtype == "float16" else None
         self.fgm = FGM(word_embeddings(network), train.adversarial_epsilon) if adversarial == "fgm" else None
-        self.ema = EMA(network, train.ema_decay) if train.ema_decay else None
 
     def micro_batch(self, batch: dict, step: int, micro: int, micros: int) -> Tuple[float, int]:
         """Batch ``micro`` of ``micros`` in optimizer step ``step`` (0-based): its loss and the gold spans
@@ -127,17 +113,17 @@ class Stepper:
             if self.fgm is not None and micro:
                 self.fgm.remember_gradient()
             loss, dropped = forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
-                                             self.train.grad_accum_steps, self.train.rdrop_alpha, planes, soft)
+                                             self.train.grad_accum_steps, planes, soft)
             if self.scaler is None and not math.isfinite(loss):  # float16's loss scaling skips such steps itself
                 raise diverged(f"the training loss is {loss}", step + 1, self.train)
-            if self.fgm is not None and self.fgm.attack():  # the loss on moved embeddings: one pass, without R-Drop
+            if self.fgm is not None and self.fgm.attack():  # the loss on moved embeddings: one pass more
                 forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
                                  self.train.grad_accum_steps, planes=planes, soft=soft)
                 self.fgm.restore()
         return loss, dropped
 
     def update(self) -> None:
-        """The optimizer step on the summed gradients, then the schedule and the average."""
+        """The optimizer step on the summed gradients, then the schedule."""
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -145,5 +131,3 @@ class Stepper:
             self.optimizer.step()
         self.optimizer.clear_grad()
         self.scheduler.step()
-        if self.ema is not None:
-            self.ema.update(self.network)
