@@ -32,7 +32,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from globalpointer.config import RunConfig, flatten_config, load_config, yaml_scalar
 from globalpointer.data.readers import read_records, write_jsonl_records
-from globalpointer.training.run import TRAINER_STATE
+from globalpointer.model_directory.layout import TRAINER_STATE
 # without FGM spelled out: train.adversarial auto turns it on above train.large_training_set texts
 DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm"]
 

@@ -16,6 +16,7 @@ from .config import InferenceConfig, ServeConfig, backend_names, dump_config, lo
 from .errors import UserError, memory_detail, setup_logging
 from .files import TERMINATION, Terminated, check_output_files, stop_on_sigterm
 from .inference.file_prediction import OUTPUT_FORMATS
+from .model_directory.layout import CONFIG
 from .runtime import launch_position
 
 log = logging.getLogger("globalpointer")
@@ -185,7 +186,7 @@ def _evaluate(argv, prog):
     parser.add_argument("--html", help="write a page drawing every text with its gold and predicted entities, each "
                                        "error marked (one self-contained file)")
     args = parser.parse_args(argv)
-    from .checkpoint import open_model
+    from .model_directory.opening import open_model
     from .data.sources import source_paths
     from .deploy.export import compile_if_it_pays
     from .evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
@@ -238,7 +239,7 @@ def _predict(argv, prog):
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
-    from .checkpoint import open_model
+    from .model_directory.opening import open_model
     from .deploy.export import compile_if_it_pays
     from .evaluation.report_html import write_prediction_page
     from .inference.file_prediction import count_lines, predict_file, predict_file_share
@@ -393,7 +394,7 @@ def _label_studio_backend(argv, prog) -> int:
     settings = (("serve.host", args.host), ("serve.port", args.port), ("inference.backend", args.backend),
                 ("serve.rows_per_pass", args.rows_per_pass))
     run_backend(args.model, args.set + [(key, value) for key, value in settings if value is not None],
-                args.work_dir, args.base_config or os.path.join(args.model, "config.yaml"), args.label_studio_url,
+                args.work_dir, args.base_config or os.path.join(args.model, CONFIG), args.label_studio_url,
                 os.environ.get("LABEL_STUDIO_API_KEY", ""), args.allow_unauthenticated)
     return 0
 

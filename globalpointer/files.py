@@ -23,9 +23,9 @@ import stat
 import tempfile
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 
-from .errors import CheckpointError, UserError
+from .errors import UserError
 
 PARTIAL = ".partial-"  # infix of a directory or file being written
 PREVIOUS = ".previous-"  # infix of a directory being replaced (removed once its successor is in place)
@@ -360,61 +360,6 @@ def cache_directory(*parts: str) -> str:
         raise UserError(f"${CACHE_ENV} is {root}, which is not a folder: point it at a folder (or unset it for "
                         f"~/.cache/globalpointer)")
     return os.path.join(root, *parts)
-
-
-# ---- model directories: their format, and manifests (a directory the project may replace lists
-# every file in it) ------------------------------------------------------------------------------
-
-# The layout of the model directories this code writes (checkpoint.json and an export's export.json
-# say which they follow); one a later version wrote is refused rather than half understood.
-FORMAT_VERSION = 1
-
-
-EXPORT_PROGRAM = "inference.json"  # an export's Paddle Inference program: what makes a directory an export
-EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
-
-
-def locate_model(model: str) -> Tuple[str, str]:
-    """(path, kind) of a model directory: an export ("export"), or a checkpoint ("checkpoint": the
-    directory, or the copy a kill between the two renames of a save left)."""
-    if is_export(model):
-        return model, "export"
-    return resolve_checkpoint(model), "checkpoint"
-
-
-def is_export(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, EXPORT_PROGRAM))
-
-
-def read_export_info(directory: str) -> dict:
-    """An export's export.json (empty where it is missing or unreadable: the program then says what
-    it reads, ``backends.program_input_dtype``); one written by a later version is refused."""
-    path = os.path.join(directory, EXPORT_INFO)
-    try:
-        info = read_json(path)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(info, dict):
-        return {}
-    check_format_version(path, info)
-    return info
-
-
-def resolve_checkpoint(directory: str) -> str:
-    """The directory itself, or the copy left by a kill between the two renames of a save."""
-    if os.path.isdir(directory):
-        return directory
-    for previous in previous_versions(directory):
-        return previous
-    raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
-
-
-def check_format_version(path: str, info: dict) -> None:
-    """A model directory written by a later version of this project is refused, naming both versions."""
-    version = info.get("format_version", 1)  # directories written before versions were recorded: 1
-    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
-        raise CheckpointError(f"{path}: format_version {version!r}, but this globalpointer reads up to "
-                              f"{FORMAT_VERSION}; install the version that wrote it (or a later one)")
 
 
 MANIFEST_KEY = "files"

@@ -176,8 +176,8 @@ class Service:
 
 def unrecorded(checkpoint):
     """``checkpoint`` (a Path) as a model of an earlier version writes it: checkpoint.json without the
-    sizes of the other files, which every open checks (``checkpoint.check_model_files``)."""
-    from globalpointer.checkpoint import CHECKED_FILES
+    sizes of the other files, which every open checks (``model_directory.layout.check_model_files``)."""
+    from globalpointer.model_directory.layout import CHECKED_FILES
 
     info = json.loads((checkpoint / "checkpoint.json").read_text())
     info.pop(CHECKED_FILES, None)

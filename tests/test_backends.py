@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from globalpointer.checkpoint import open_model
+from globalpointer.model_directory.opening import open_model
 from globalpointer.errors import ConfigError
 from globalpointer.model import backends
 from globalpointer.model.backends import BACKENDS, Backend, choose_backend

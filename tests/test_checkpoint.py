@@ -1,4 +1,4 @@
-"""checkpoint.py: what a checkpoint's config.yaml records (what the model is, not how it is run)."""
+"""model_directory/: what a checkpoint's config.yaml records (what the model is, not how it is run)."""
 import json
 import math
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from globalpointer.checkpoint import load_checkpoint, open_model
+from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.config import InferenceConfig, RUN_TIME_KEYS, ServeConfig
@@ -52,7 +52,7 @@ def test_labels_json_with_a_repeated_or_empty_type(run_copy, labels, message):
                                             (1.0, "one minimum score between 0 and 1"),
                                             (float("nan"), "one minimum score between 0 and 1")])
 def test_calibrated_min_scores_must_be_probabilities(run_copy, value, message):
-    from globalpointer.checkpoint import read_min_scores
+    from globalpointer.model_directory.opening import read_min_scores
 
     labels = json.loads((run_copy / "best" / "labels.json").read_text())
     scores = {label: 0.5 for label in labels}
@@ -63,7 +63,7 @@ def test_calibrated_min_scores_must_be_probabilities(run_copy, value, message):
 
 
 def test_an_older_thresholds_file_of_logits_reads_as_the_scores_they_mean(run_copy):
-    from globalpointer.checkpoint import read_min_scores
+    from globalpointer.model_directory.opening import read_min_scores
 
     labels = json.loads((run_copy / "best" / "labels.json").read_text())
     logits = [(0.0, 2.0, -1.5)[index % 3] for index in range(len(labels))]
@@ -191,17 +191,17 @@ def test_a_checkpoint_of_the_pickle_era_is_refused_in_one_line(checkpoint_copy, 
 def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_copy, tmp_path, monkeypatch):
     """Compiling and loading both ask for the checkpoint's digest, and so does every later process:
     the weights are read once, and again only after a write."""
-    from globalpointer import checkpoint
+    from globalpointer.model_directory import compiled
 
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
     reads = []
-    real = checkpoint._hash_file
-    monkeypatch.setattr(checkpoint, "_hash_file", lambda path: reads.append(path) or real(path))
+    real = compiled._hash_file
+    monkeypatch.setattr(compiled, "_hash_file", lambda path: reads.append(path) or real(path))
     first = open_model(str(checkpoint_copy)).digest
     assert open_model(str(checkpoint_copy)).digest == first
     weights = str(checkpoint_copy / "model.safetensors")
     assert reads.count(weights) == 1
-    monkeypatch.setattr(checkpoint, "_FILE_DIGESTS", {})  # as a new process: the cache remembers it
+    monkeypatch.setattr(compiled, "_FILE_DIGESTS", {})  # as a new process: the cache remembers it
     assert open_model(str(checkpoint_copy)).digest == first and reads.count(weights) == 1
     content = open(weights, "rb").read()
     with open(weights, "wb") as out:  # the same bytes, written again: read again, the same digest
@@ -247,13 +247,13 @@ def test_load_and_a_first_call_open_every_file_of_the_model_once(checkpoint_copy
 
 def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, monkeypatch):
     """Compiling and loading get the directory predict resolved, not the path again."""
-    from globalpointer import files
+    from globalpointer.model_directory import layout
 
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))  # its program serves no other test
 
     calls = []
-    real = files.resolve_checkpoint
-    monkeypatch.setattr(files, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    real = layout.resolve_checkpoint
+    monkeypatch.setattr(layout, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
     (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
     assert predict_main(["--model", str(checkpoint_copy), "--input", str(tmp_path / "in.txt"), "--output",
                          str(tmp_path / "out.jsonl"), "--set", "inference.compile_from_lines=1"]) == 0
@@ -261,11 +261,11 @@ def test_predict_resolves_the_model_directory_once(checkpoint_copy, tmp_path, mo
 
 
 def test_export_resolves_the_checkpoint_once_and_refuses_an_export(checkpoint_copy, tmp_path, monkeypatch, capsys):
-    from globalpointer import files
+    from globalpointer.model_directory import layout
 
     calls = []
-    real = files.resolve_checkpoint
-    monkeypatch.setattr(files, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
+    real = layout.resolve_checkpoint
+    monkeypatch.setattr(layout, "resolve_checkpoint", lambda path: calls.append(path) or real(path))
     assert cli(["export", "--model", str(checkpoint_copy), "--output", str(tmp_path / "export")]) == 0
     assert calls == [str(checkpoint_copy)]
     capsys.readouterr()
@@ -276,7 +276,8 @@ def test_export_resolves_the_checkpoint_once_and_refuses_an_export(checkpoint_co
 
 def test_a_thresholds_file_nested_past_the_parser_is_one_line(tmp_path):
     """A thresholds.json nested 100,000 deep was a RecursionError traceback."""
-    from globalpointer.checkpoint import THRESHOLDS, read_min_scores
+    from globalpointer.model_directory.layout import THRESHOLDS
+    from globalpointer.model_directory.opening import read_min_scores
     from globalpointer.errors import CheckpointError
 
     (tmp_path / THRESHOLDS).write_text("[" * 100000 + "]" * 100000)

@@ -142,7 +142,7 @@ def test_the_cache_key_reads_paddles_version_from_the_module_not_a_package_name(
     """The GPU builds install as paddlepaddle-gpu: no package named paddlepaddle is there."""
     import importlib.metadata
 
-    from globalpointer.checkpoint import open_model
+    from globalpointer.model_directory.opening import open_model
 
     real = importlib.metadata.version
 
@@ -184,7 +184,7 @@ def fake_entry(root, name, megabytes, ran_at):
 
 
 def test_the_cache_keeps_the_most_recently_run_programs_within_its_bound(tmp_path):
-    from globalpointer.checkpoint import prune_compiled
+    from globalpointer.model_directory.compiled import prune_compiled
 
     root = tmp_path / "compiled"
     old, older, recent = (fake_entry(root, name, 3, at) for name, at in (("old", 2000), ("older", 1000),

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from globalpointer.checkpoint import load_checkpoint, open_model
+from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.cli import main as cli
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.config import load_config

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from globalpointer.checkpoint import load_checkpoint
+from globalpointer.model_directory.opening import load_checkpoint
 from globalpointer.cli import train_main
 from synthetic import tiny_config
 

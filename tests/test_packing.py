@@ -125,10 +125,9 @@ def test_an_export_of_an_earlier_version_reads_one_text_per_row(trained, tmp_pat
     """Exports made before rows could hold several texts take a bool span_text and have no export.json."""
     import shutil
 
-    from globalpointer.files import EXPORT_INFO
-    from globalpointer.model.backends import PROGRAM
+    from globalpointer.model_directory.layout import EXPORT_INFO, EXPORT_PROGRAM as PROGRAM
     from globalpointer.deploy.export import INPUT_SPEC
-    from globalpointer.checkpoint import load_checkpoint
+    from globalpointer.model_directory.opening import load_checkpoint
 
     checkpoint = trained / "run" / "best"
 

@@ -218,7 +218,7 @@ def test_a_min_score_the_user_sets_wins_over_the_fitted_ones(trained, tmp_path, 
 def test_the_training_runs_data_limit_shapes_no_reader_of_its_model(tmp_path):
     """A model trained on the first 32 texts (data.limit) is evaluated on the whole dev file, unless
     the reader sets a limit itself."""
-    from globalpointer.checkpoint import open_model
+    from globalpointer.model_directory.opening import open_model
     from globalpointer.cli import train_main
     from synthetic import tiny_config
 

@@ -141,7 +141,7 @@ def trained_without_org(tmp_path):
 
 
 def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_path, caplog):
-    from globalpointer.checkpoint import load_checkpoint
+    from globalpointer.model_directory.opening import load_checkpoint
     from globalpointer.data.batching import collate
     from globalpointer.model.network import build_network, model_inputs
     from globalpointer.training.loop import prepare

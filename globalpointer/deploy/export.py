@@ -26,13 +26,14 @@ from typing import Iterator, List, Optional
 import paddle
 from paddle.static import InputSpec
 
-from ..checkpoint import COMPILED_FROM, THRESHOLDS, WEIGHTS, load_checkpoint, open_model
+from ..model_directory.opening import load_checkpoint, open_model
 from ..errors import UserError
 from ..cpu_math import int8_kernels, read_cpu_info
-from ..files import (EXPORT_INFO, FORMAT_VERSION, MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains,
-                     directory_being_written, read_export_info, replaceable, swap_in_directory)
-from ..model.backends import (BACKENDS, INT8_RECORD, ONNX, ONNX_INT8, OPENVINO_INT8, PARAMS, PROGRAM, int8_backends,
-                              model_files, openvino_available)
+from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains, directory_being_written,
+                     replaceable, swap_in_directory)
+from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, model_files, openvino_available
+from ..model_directory.layout import (COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX, ONNX_INT8,
+                                      OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, read_export_info)
 from ..model.heads import check_span_head
 from ..model.network import INPUTS
 from ..runtime import launch_position
@@ -81,7 +82,7 @@ def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
     static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
     with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
-        paddle.jit.save(static, os.path.join(directory, PROGRAM[:-len(".json")]))
+        paddle.jit.save(static, os.path.join(directory, EXPORT_PROGRAM[:-len(".json")]))
 
 
 def check_export_target(output: str, checkpoint: str, requested: str = "") -> None:
@@ -124,8 +125,8 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     which each INT8 model is scored against float32 before the export is published
     (``verified_int8``): one that loses more than ``tolerance`` F1 points is not kept, and the
     export.json of the export says so (``refused_int8`` reads it).  ``compiled_from``: the checkpoint's digest, recorded in a
-    compiled program of the cache (``checkpoint.verified_program`` checks it before the program runs).
-    ``checkpoint``: its path, or its ``checkpoint.ModelDirectory``; an export is refused."""
+    compiled program of the cache (``model_directory.compiled.verified_program`` checks it before the program runs).
+    ``checkpoint``: its path, or its ``model_directory.opening.ModelDirectory``; an export is refused."""
     model = open_model(checkpoint)
     if model.export:
         raise UserError(f"{requested or model.path} is an export already; export its checkpoint (RUN_DIR/best)")
@@ -176,7 +177,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
 
 def write_export_info(directory: str, info: dict) -> None:
     """export.json: ``info`` and the manifest of the files beside it with their sizes, which each open
-    checks (``checkpoint.check_model_files``)."""
+    checks (``model_directory.layout.check_model_files``)."""
     files = sorted(name for name in os.listdir(directory) if name not in (EXPORT_INFO, TEMPORARY_MARKER))
     sizes = {name: os.path.getsize(os.path.join(directory, name)) for name in files}
     with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
@@ -217,12 +218,12 @@ def verification(directory: str) -> List[dict]:
 
 def compile_if_it_pays(model, overrides: List[str], backend: Optional[str], lines: int) -> None:
     """Before predict.py or evaluate.py reads ``lines`` input lines with a checkpoint (``model``: its
-    path, or its ``checkpoint.ModelDirectory``, opened once by the command): from
+    path, or its ``model_directory.opening.ModelDirectory``, opened once by the command): from
     ``inference.compile_from_lines`` lines on (where the build's few seconds are repaid), compile the
     checkpoint into a cached Paddle Inference program, which ``globalpointer.load`` then runs.  One
     process of a data-parallel launch does not build (they would race); a cached program it uses.
     A cache that cannot be written skips the build with a warning: compiling is an optimisation."""
-    from ..checkpoint import compiled_program, prune_compiled, runs_compiled, verified_program
+    from ..model_directory.compiled import compiled_program, prune_compiled, runs_compiled, verified_program
 
     opened = open_model(model)
     if opened.export or launch_position()[1] > 1 or not paddle_writes_exports():
@@ -307,7 +308,7 @@ def export_onnx(directory: str, opset: int = 17) -> str:
     target = os.path.join(directory, ONNX)
     # optimize_tool=None: the default (polygraphy) tries to pip-install helpers at export time.
     with held_library_output():  # its progress lines, and the temporary folder it writes in
-        paddle2onnx.export(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS), target,
+        paddle2onnx.export(os.path.join(directory, EXPORT_PROGRAM), os.path.join(directory, PARAMS), target,
                            opset_version=opset, enable_onnx_checker=True, optimize_tool="None")
     return target
 

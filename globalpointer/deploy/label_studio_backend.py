@@ -275,7 +275,8 @@ class Trainer:
         return directory
 
     def _round(self, project: dict) -> str:
-        from ..checkpoint import read_config
+        from ..model_directory.layout import CONFIG
+        from ..model_directory.opening import read_config
         from ..config import dump_config, with_overrides
         from ..corpus import load_records
         from ..files import atomic_write_text
@@ -292,7 +293,7 @@ class Trainer:
         base = dataclasses.replace(base, data=dataclasses.replace(base.data, limit=0))
         annotated = offered_only(load_records(annotations, format="label-studio", on_error="skip"), project["labels"])
         settings = round_data(base, annotated, self.labels, project["labels"], directory)
-        config_path = os.path.join(directory, "config.yaml")
+        config_path = os.path.join(directory, CONFIG)
         atomic_write_text(config_path, dump_config(with_overrides(base, settings, overrides_from=None)))
         log.info("training round %s: %d annotated texts and the base config's training data; log in %s/train.log",
                  directory, len(annotated), directory)
@@ -471,7 +472,7 @@ def create_app(model: str, pipeline, work_dir: str, base_config: str, label_stud
 
 def run_backend(model: str, overrides: List[str], work_dir: str, base_config: str, label_studio_url: str,
                 api_key: str, allow_unauthenticated: bool = False) -> None:
-    from ..checkpoint import open_model
+    from ..model_directory.opening import open_model
     from ..inference.pipeline import inference_config, load
     from .http import credentials_from_environment, is_loopback, listen, run_server
 

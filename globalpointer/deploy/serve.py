@@ -188,7 +188,7 @@ def worker_app():
 def run_service(model: str, overrides: List[str], backend: Optional[str] = None) -> None:
     """Serve ``model`` until SIGTERM or Ctrl-C: stop accepting, finish the requests in flight (within
     ``serve.shutdown_timeout_s``), in every worker process."""
-    from ..checkpoint import open_model
+    from ..model_directory.opening import open_model
     from ..errors import UserError
     from ..inference.pipeline import inference_config, load
     from ..runtime import choose_device, cpu_thread_count

@@ -119,7 +119,7 @@ def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
     """Fit thresholds of ``kind`` (KINDS: one per type, or one for all) for the model of ``ner`` (a
     ``globalpointer.load`` pipeline) on the labelled ``data_path`` and write them into the model
     directory's ``thresholds.json``; returns the report (thresholds, F1 before and after per type)."""
-    from ..checkpoint import THRESHOLDS
+    from ..model_directory.layout import THRESHOLDS
     from ..files import check_output_file
     from ..model.heads import check_span_head
 
@@ -136,7 +136,7 @@ def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
 
 def write_thresholds(directory: str, report: dict, min_score: float) -> None:
     """``report`` (``fit_thresholds``) as the model directory's thresholds.json."""
-    from ..checkpoint import THRESHOLDS
+    from ..model_directory.layout import THRESHOLDS
     from ..files import atomic_write_json
 
     path = os.path.join(directory, THRESHOLDS)

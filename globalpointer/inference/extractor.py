@@ -36,7 +36,7 @@ class Extractor:
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
                 threshold: Optional[Threshold] = None, batch_size: int = 0) -> "Extractor":
-        """The extractor a run's config and its training record (``checkpoint.TrainedFor``) describe:
+        """The extractor a run's config and its training record (``model_directory.opening.TrainedFor``) describe:
         its labels and decoding, ``model.min_score`` (unless ``threshold``), ``inference.batch_size``
         (unless ``batch_size``) and ``inference.pack_texts``; whole words for a model trained on words."""
         return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),

@@ -29,7 +29,7 @@ log = logging.getLogger("globalpointer")
 class Pipeline:
     """Entities for texts of any length, with character offsets into each text (end exclusive).
 
-    ``model``: what the model is (``checkpoint.ModelDirectory``: its record, types, tokenizer);
+    ``model``: what the model is (``model_directory.opening.ModelDirectory``: its record, types, tokenizer);
     ``config``: how this pipeline runs it (the record with the run's overrides: backend, device,
     batch sizes, decoding, service bounds)."""
 
@@ -121,7 +121,7 @@ def _overrides(overrides: Optional[Sequence[str]], keyword: Dict[str, object]) -
 def _opened(model, overrides: Optional[Sequence[str]], backend: Optional[str], keyword: Dict[str, object]):
     """(ModelDirectory, run config) of a checkpoint or export (its path, or opened already), the
     overrides applied and checked."""
-    from ..checkpoint import open_model
+    from ..model_directory.opening import open_model
 
     settings = _overrides(overrides, keyword) + ([("inference.backend", backend)] if backend else [])
     opened = open_model(model)
@@ -132,7 +132,7 @@ def inference_config(model, overrides: Optional[Sequence[str]] = None, backend: 
                      **keyword_overrides) -> RunConfig:
     """The config ``load`` would build the model with, checked as ``load`` checks it (files, overrides,
     backend), without building the model: what a process that starts others needs to know.
-    ``model``: a path, or a ``checkpoint.ModelDirectory`` (then no file is read)."""
+    ``model``: a path, or a ``model_directory.opening.ModelDirectory`` (then no file is read)."""
     from ..model.backends import choose_backend
 
     opened, config = _opened(model, overrides, backend, keyword_overrides)
@@ -144,7 +144,7 @@ def _min_score_given(opened, config: RunConfig, overrides: List) -> bool:
     """Whether the caller set ``model.min_score`` (``--set``, ``load(..., model__min_score=...)``), which
     then wins over the fitted scores of thresholds.json, said in one line; set together with
     ``model.use_calibration=true`` the two are refused."""
-    from ..checkpoint import THRESHOLDS
+    from ..model_directory.layout import THRESHOLDS
     from ..config import override_key
 
     given = {override_key(item) for item in overrides}
@@ -180,11 +180,12 @@ def _int8_or_float32(opened, config: RunConfig, backend: str) -> RunConfig:
 def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optional[str] = None,
          window_batch_size: int = 0, **keyword_overrides) -> Pipeline:
     """A Pipeline over a checkpoint directory (``RUN/best``) or an export (``globalpointer export``):
-    its path, or the ``checkpoint.ModelDirectory`` a command opened.
+    its path, or the ``model_directory.opening.ModelDirectory`` a command opened.
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
     window, or several short ones with ``inference.pack_texts``)."""
-    from ..checkpoint import THRESHOLDS, compiled_network
+    from ..model_directory.compiled import compiled_network
+    from ..model_directory.layout import THRESHOLDS
     from ..corpus import featurizer_for
     from ..model.backends import BACKENDS, Settings, choose_backend
     from ..model.decode import score_logit

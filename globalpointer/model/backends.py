@@ -18,12 +18,12 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError
-from ..files import EXPORT_PROGRAM, read_json
+from ..files import read_json
+from ..model_directory.layout import (EXPORT_PROGRAM, ONNX, ONNX_INT8, OPENVINO_INT8, OPENVINO_INT8_WEIGHTS,
+                                      PARAMS)
 from .decode import decode_logit_array
 from .network import load_network
 
-PROGRAM, PARAMS, ONNX, ONNX_INT8 = EXPORT_PROGRAM, "inference.pdiparams", "model.onnx", "model.int8.onnx"
-OPENVINO_INT8, OPENVINO_INT8_WEIGHTS = "model.int8.xml", "model.int8.bin"  # OpenVINO's IR: graph, weights
 
 
 def onnxruntime_available() -> bool:
@@ -124,7 +124,7 @@ class PaddleInferenceModel(_ExportedModel):
         from paddle import inference
 
         settings = paddle_inference_settings(device, precision, tensorrt)
-        config = inference.Config(os.path.join(directory, PROGRAM), os.path.join(directory, PARAMS))
+        config = inference.Config(os.path.join(directory, EXPORT_PROGRAM), os.path.join(directory, PARAMS))
         if settings.gpu_id >= 0:
             kind = inference.PrecisionType.Half if settings.half_precision else inference.PrecisionType.Float32
             config.enable_use_gpu(256, settings.gpu_id, kind)
@@ -149,7 +149,7 @@ class PaddleInferenceModel(_ExportedModel):
         # an export.json that says whether the export packs texts was written with an int64 span_text:
         # the program (read by Paddle's loader already) is parsed here only for exports without one
         numbers_texts = packs_texts is not None or program_input_dtype(
-            os.path.join(directory, PROGRAM), self.predictor.get_input_names()[2]) == "int64"
+            os.path.join(directory, EXPORT_PROGRAM), self.predictor.get_input_names()[2]) == "int64"
         super().__init__(tril_mask, numbers_texts, packs_texts)
 
     def __call__(self, input_ids, token_text, span_text) -> np.ndarray:
@@ -275,13 +275,13 @@ BACKENDS: Dict[str, Backend] = {
     "onnxruntime": Backend(True, _onnxruntime, {"float32": (ONNX,), "int8": (ONNX_INT8,)}, ("cpu", "gpu"),
                            onnxruntime_available, "onnxruntime", "pip install onnxruntime, or onnxruntime-gpu for CUDA",
                            ("float32", "int8")),
-    "paddle-inference": Backend(True, _paddle_inference, {"float32": (PROGRAM, PARAMS), "float16": (PROGRAM, PARAMS)},
+    "paddle-inference": Backend(True, _paddle_inference, {"float32": (EXPORT_PROGRAM, PARAMS), "float16": (EXPORT_PROGRAM, PARAMS)},
                                 ("cpu", "gpu")),
     "dynamic": Backend(False, _dynamic, {"float32": ()}, ("cpu", "gpu")),
 }
 
 # The flags of ``globalpointer export`` that write each file an export may lack
-EXPORT_FLAGS = {PROGRAM: "", PARAMS: "", ONNX: " --onnx", ONNX_INT8: " --quantize int8",
+EXPORT_FLAGS = {EXPORT_PROGRAM: "", PARAMS: "", ONNX: " --onnx", ONNX_INT8: " --quantize int8",
                 OPENVINO_INT8: " --quantize int8 --openvino-calibration TRAIN_FILE",
                 OPENVINO_INT8_WEIGHTS: " --quantize int8 --openvino-calibration TRAIN_FILE"}
 EXPORT_COMMAND = "globalpointer export --model CHECKPOINT --output EXPORT_DIR"
@@ -325,7 +325,7 @@ def int8_unfit(export_info: dict, backend: str, kernels: str) -> str:
 
 
 def why_not(name: str, model, precision: str, device: str, installed: Callable[[str], bool]) -> str:
-    """Why backend ``name`` cannot run ``model`` (a ``checkpoint.ModelDirectory``) at ``precision`` on
+    """Why backend ``name`` cannot run ``model`` (a ``model_directory.opening.ModelDirectory``) at ``precision`` on
     ``device``; "" when it can."""
     backend, export, directory = BACKENDS[name], model.export, model.path
     if precision not in backend.files:
@@ -352,7 +352,7 @@ def why_not(name: str, model, precision: str, device: str, installed: Callable[[
 
 def choose_backend(requested: str, model, precision: str = "float32", device: str = "cpu",
                    installed: Optional[Callable[[str], bool]] = None) -> str:
-    """The backend for ``model`` (a checkpoint or an export, as ``checkpoint.open_model`` opened it):
+    """The backend for ``model`` (a checkpoint or an export, as ``model_directory.opening.open_model`` opened it):
     ``requested`` if the table's rules
     allow it, for ``auto`` the first that they allow; otherwise a ConfigError with the reason.
     ``installed(name)``: whether a backend's library is installed (default: look)."""

@@ -12,13 +12,13 @@ import paddle
 from paddle import nn
 
 from ..errors import CheckpointError
+from ..model_directory.layout import WEIGHTS
 from .encoders import Encoder, encoder_architecture
 from .heads import build_head
 from .linear_autograd import use_training_linear
 from .masks import text_attention
 from .weights import mismatches, read_state, summary
 
-WEIGHTS = "model.safetensors"
 
 
 # The network's inputs, in the order of its call and of an export's program

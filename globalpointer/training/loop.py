@@ -14,8 +14,7 @@ import numpy as np
 import paddle
 from tqdm import tqdm
 
-from ..checkpoint import (MODEL_RECORD_KEYS, NESTED_MIN_SHARE, LoadedModel, TrainedFor, load_checkpoint,
-                          record_differences, trained_config)
+from ..model_directory.opening import LoadedModel, MODEL_RECORD_KEYS, NESTED_MIN_SHARE, TrainedFor, load_checkpoint, record_differences, trained_config
 from ..config import RunConfig, flatten_config, require_files
 from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
@@ -25,10 +24,11 @@ from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report, types_scores
-from ..files import RunLock, read_json, resolve_checkpoint
+from ..files import RunLock, read_json
 from ..inference.extractor import Extractor
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
+from ..model_directory.layout import resolve_checkpoint
 from ..model.heads import HEADS, span_head_names
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime

@@ -12,25 +12,25 @@ from typing import List, Optional
 
 from tqdm import tqdm
 
-from ..checkpoint import DECODING_KEYS, TrainedFor, read_record, write_checkpoint
+from ..model_directory.compiled import DECODING_KEYS
+from ..model_directory.layout import CONFIG, OPTIMIZER_STATE, TRAINER_STATE, resolve_checkpoint
+from ..model_directory.opening import TrainedFor, read_record
+from ..model_directory.writing import write_checkpoint
 from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics import types_scores
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
-from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions,
-                     read_json, remove_unless_held, resolve_checkpoint, temporaries)
+from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions, read_json, remove_unless_held, temporaries)
 from ..model.network import load_weights
 from ..model.weights import read_state
 from ..runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-TRAINER_STATE = "trainer_state.json"
-OPTIMIZER_STATE = "optimizer.safetensors"
 # What a run writes into its directory; --overwrite removes exactly these (and the copies of best/
 # and last/ that a kill during a save leaves), nothing else in it.
 CHECKPOINTS = ("best", "last")
-RUN_FILES = (*CHECKPOINTS, "metrics.csv", "metrics.png", "config.yaml", "dev_report.json", "test_report.json",
+RUN_FILES = (*CHECKPOINTS, "metrics.csv", "metrics.png", CONFIG, "dev_report.json", "test_report.json",
              "summary.json")
 RUN_MARKERS = (*CHECKPOINTS, "metrics.csv")  # a directory holding one of these holds a run
 
@@ -213,7 +213,7 @@ class RunDirectory:
 
     def start(self, progress: Progress) -> None:
         if self.runtime.is_main:
-            atomic_write_text(os.path.join(self.path, "config.yaml"), dump_config(self.config))
+            atomic_write_text(os.path.join(self.path, CONFIG), dump_config(self.config))
             _keep_metrics_until(self.metrics, progress.global_step)
 
     def save_last(self, model, optimizer, progress: Progress) -> None:

@@ -1,0 +1,142 @@
+"""The model directory's layout: the name of every file a checkpoint or an export holds, what it holds,
+and how each open checks it (docs/model-directory.md).  No file name of a model directory is spelled
+outside this package (tests/test_architecture.py).
+
+A checkpoint: ``WEIGHTS`` (encoder and head), ``CONFIG`` (the run config as trained, with every default,
+but not how the model is run: ``config.RUN_TIME_KEYS``), ``LABELS`` and ``CHECKPOINT_INFO`` (what
+training resolved: the types in output order, the tokenization, the vocabulary size, every other file's
+size), ``ARCHITECTURE`` and the tokenizer's files (``VOCAB``, ``TOKENIZER_CONFIG``), optionally
+``THRESHOLDS``; ``last/`` adds ``OPTIMIZER_STATE`` and ``TRAINER_STATE`` for --resume.  An export: the
+checkpoint's files but its weights, ``EXPORT_PROGRAM`` + ``PARAMS`` (Paddle Inference), ``EXPORT_INFO``
+(its manifest with sizes), optionally ``ONNX``, ``ONNX_INT8``, ``OPENVINO_INT8`` + ``OPENVINO_INT8_WEIGHTS``.
+"""
+import os
+from typing import Dict, Optional, Tuple
+
+from ..errors import CheckpointError
+from ..files import TEMPORARY_MARKER, previous_versions, read_json
+
+WEIGHTS = "model.safetensors"  # safetensors: read as data, never executed
+CONFIG = "config.yaml"
+LABELS = "labels.json"
+ARCHITECTURE = "config.json"  # the encoder's, as PaddleNLP saves it
+VOCAB = "vocab.txt"
+OPTIMIZER_STATE = "optimizer.safetensors"  # last/ only, for --resume
+TRAINER_STATE = "trainer_state.json"  # last/ only: where the run stands
+PARAMS, ONNX, ONNX_INT8 = "inference.pdiparams", "model.onnx", "model.int8.onnx"
+OPENVINO_INT8, OPENVINO_INT8_WEIGHTS = "model.int8.xml", "model.int8.bin"  # OpenVINO's IR: graph, weights
+
+CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, checked against vocab.txt
+TOKENIZER_CONFIG = "tokenizer_config.json"  # PaddleNLP's: whether the tokenizer lower-cases
+METADATA_FILES = (CONFIG, LABELS, CHECKPOINT_INFO, ARCHITECTURE, VOCAB)
+THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
+# checkpoint.json and export.json record the size of every other file of their directory (CHECKED_FILES),
+# checked at each open without reading a file; thresholds.json is not among them: calibrate rewrites it in
+# place, and its reader checks it whole
+CHECKED_FILES = "checked_files"
+COMPILED_FROM = "compiled_from"  # export.json of a compiled program: the digest of the checkpoint it came from
+
+
+def file_record(directory: str) -> Dict[str, int]:
+    """The size of every file of ``directory`` but the records themselves and thresholds.json
+    (``check_file_record`` compares them at each open)."""
+    return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))
+            if name not in (CHECKPOINT_INFO, EXPORT_INFO, THRESHOLDS, TEMPORARY_MARKER)
+        and os.path.isfile(os.path.join(directory, name))}
+
+
+def check_file_record(directory: str, record: dict, where: str) -> None:
+    """Each file ``record`` (``file_record``, or an export's ``sizes``) lists, at its size: a truncated,
+    emptied or other file is refused in one line naming it, before any work."""
+    for name, expected in sorted(record.items()):
+        if name == THRESHOLDS:
+            continue
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            raise CheckpointError(f"{os.path.join(directory, where)} is corrupted: its record of {name} is no size; "
+                                  f"restore it from the run")
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{path} is missing, and {where} lists it; restore it from the run")
+        size = os.path.getsize(path)
+        if size != expected:
+            state = "emptied" if size == 0 else f"{size:,} bytes where {expected:,} were written"
+            raise CheckpointError(f"{path} is {state} ({where} records it): the file is truncated, emptied or "
+                                  f"replaced; restore it from the run, or export or train again")
+
+
+def check_model_files(directory: str, info: dict, export_info: Optional[dict] = None) -> None:
+    """The files of a checkpoint (``export_info`` None; ``info``: its checkpoint.json) or an export,
+    against what its checkpoint.json or export.json recorded; a model of an earlier version, which
+    records nothing, has its config.yaml checked not to be empty (it would load as the defaults)."""
+    if export_info is None:
+        record, where = info.get(CHECKED_FILES), CHECKPOINT_INFO
+    else:
+        record, where = export_info.get("sizes"), EXPORT_INFO
+    if isinstance(record, dict):
+        check_file_record(directory, record, where)
+        return
+    path = os.path.join(directory, CONFIG)
+    if not os.path.getsize(path):
+        raise CheckpointError(f"{path} is emptied: restore it from the run")
+
+
+def recorded_packing(export_info: dict) -> Optional[bool]:
+    """What an export.json (an export's, or a compiled program's) says of packing texts (None: it
+    does not say, and the program's inputs decide)."""
+    recorded = export_info.get("packs_texts")
+    return recorded if isinstance(recorded, bool) else None
+
+
+# ---- model directories: their format, and manifests (a directory the project may replace lists
+# every file in it) ------------------------------------------------------------------------------
+
+# The layout of the model directories this code writes (checkpoint.json and an export's export.json
+# say which they follow); one a later version wrote is refused rather than half understood.
+FORMAT_VERSION = 1
+
+
+EXPORT_PROGRAM = "inference.json"  # an export's Paddle Inference program: what makes a directory an export
+EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
+
+
+def locate_model(model: str) -> Tuple[str, str]:
+    """(path, kind) of a model directory: an export ("export"), or a checkpoint ("checkpoint": the
+    directory, or the copy a kill between the two renames of a save left)."""
+    if is_export(model):
+        return model, "export"
+    return resolve_checkpoint(model), "checkpoint"
+
+
+def is_export(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, EXPORT_PROGRAM))
+
+
+def read_export_info(directory: str) -> dict:
+    """An export's export.json (empty where it is missing or unreadable: the program then says what
+    it reads, ``backends.program_input_dtype``); one written by a later version is refused."""
+    path = os.path.join(directory, EXPORT_INFO)
+    try:
+        info = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    check_format_version(path, info)
+    return info
+
+
+def resolve_checkpoint(directory: str) -> str:
+    """The directory itself, or the copy left by a kill between the two renames of a save."""
+    if os.path.isdir(directory):
+        return directory
+    for previous in previous_versions(directory):
+        return previous
+    raise CheckpointError(f"checkpoint directory not found: {directory} (expected RUN_DIR/best or RUN_DIR/last)")
+
+
+def check_format_version(path: str, info: dict) -> None:
+    """A model directory written by a later version of this project is refused, naming both versions."""
+    version = info.get("format_version", 1)  # directories written before versions were recorded: 1
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {version!r}, but this globalpointer reads up to "
+                              f"{FORMAT_VERSION}; install the version that wrote it (or a later one)")
