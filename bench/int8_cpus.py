@@ -29,7 +29,7 @@ SCHEMES = {  # name: (backend, options of export.quantize_onnx or export.quantiz
                                                                           "reduce_range": True}),
     "ONNX Runtime, u8 weights (U8U8)": ("onnxruntime", {"weight_type": "QUInt8", "per_channel": True,
                                                         "reduce_range": False}),
-    "OpenVINO, overflow fix in the first layer (before)": ("openvino", {"overflow_fix": "first_layer_only"}),
+    "OpenVINO, overflow fix in the first layer (NNCF's default)": ("openvino", {"overflow_fix": "first_layer_only"}),
     "OpenVINO, overflow fix in every layer": ("openvino", {"overflow_fix": "enable"}),
 }
 

@@ -10,6 +10,19 @@ def setup_logging() -> None:
     logging.getLogger("globalpointer").setLevel(logging.INFO)
 
 
+# What an error or a log line quotes of a value the user gave (a line, a key's value, a token): enough to
+# find it, never the whole of it (a line of a file without newlines can be its whole size)
+QUOTED_CHARS = 80
+
+
+def quoted(value) -> str:
+    """``value`` as an error quotes it: its repr, cut to QUOTED_CHARS characters with the length said."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= QUOTED_CHARS:
+        return repr(text)
+    return f"{text[:QUOTED_CHARS]!r}... ({len(text):,} characters)"
+
+
 def json_failure(error: BaseException) -> str:
     """Why Python's JSON parser could not read a text, in a few words: past its limits (numbers over
     4,300 digits, nesting deeper than the stack) or not UTF-8; the parser's own message otherwise."""

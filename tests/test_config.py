@@ -249,3 +249,14 @@ def test_the_two_keys_of_a_large_training_file_read_as_the_one_that_replaced_the
         load_config(write(tmp_path, "train:\n  boundary_smoothing_max_texts: 0\n  adversarial_min_texts: 5000\n"))
     with pytest.raises(ConfigError, match="adversarial_min_texts 0 .FGM at any size. is now train.adversarial: fgm"):
         load_config(overrides=["train.adversarial_min_texts=0"])
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_short_line(tmp_path):
+    """A few hundred bytes of nested aliases expand to billions of values: refused before any is built."""
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    path = write(tmp_path, "\n".join(levels) + "\nmodel:\n  head: *i\n")
+    assert len(open(path).read()) < 1000
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "aliases (*name) expand to more than 100,000 values" in str(error.value) and len(str(error.value)) < 300

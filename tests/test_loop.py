@@ -80,3 +80,16 @@ def test_max_steps_trains_what_as_many_epochs_would(tmp_path):
     assert two["epochs_planned"] == 2 and two_weights.keys() == cut_weights.keys()
     for key in two_weights:
         np.testing.assert_array_equal(two_weights[key], cut_weights[key])
+
+
+def test_training_into_a_file_logs_a_line_per_epoch_and_draws_no_bar(tmp_path, capfd, caplog):
+    """A log file or a pipe gets one line per epoch; the progress bar, a redraw per step, is for a terminal."""
+    from globalpointer.cli import train_main
+
+    caplog.set_level("INFO", logger="globalpointer")
+    config = tiny_config(tmp_path, train__epochs=2)
+    assert train_main(["--config", config]) == 0
+    written = capfd.readouterr()
+    assert "\r" not in written.err + written.out and "step/s" not in written.err
+    epochs = [r.getMessage() for r in caplog.records if " done: step " in r.getMessage()]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1 of 2 done", "epoch 2 of 2 done"], epochs

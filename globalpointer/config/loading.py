@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 
 from ..data.sources import DataSource, Sources, parse_sources, source_paths
-from ..errors import ConfigError
+from ..errors import ConfigError, quoted
 from ..model.decode import sigmoid
 from .schema import INT64, RUN_TIME_KEYS, RunConfig, field_choices, validate
 from .writing import to_dict
@@ -199,13 +199,38 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
 
+# The values a config may hold once its aliases are expanded: a run config holds a few hundred; a few
+# hundred bytes of nested aliases (a "billion laughs") expand to billions, each printed or checked in turn
+MAX_YAML_VALUES = 100_000
+
+
+def expanded_values(node, sizes: Dict[int, int]) -> int:
+    """How many values ``node`` holds with every alias expanded, counted once per node (``sizes``)."""
+    if id(node) not in sizes:
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else []
+        sizes[id(node)] = 1 + sum(expanded_values(child, sizes) for child in children)
+    return sizes[id(node)]
+
+
+def _load_yaml(handle, path: str):
+    loader = UniqueKeyLoader(handle)
+    try:
+        node = loader.get_single_node()
+        if node is not None and expanded_values(node, {}) > MAX_YAML_VALUES:
+            raise ConfigError(f"{path}: its aliases (*name) expand to more than {MAX_YAML_VALUES:,} values, which no "
+                              f"config holds; write the values out, or fix the aliases")
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+
 
 def read_yaml(path: str) -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise ConfigError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as handle:
         try:
-            tree = yaml.load(handle, Loader=UniqueKeyLoader)
+            tree = _load_yaml(handle, path)
         except DuplicateKey as error:
             raise ConfigError(f"{path}:{error.line}: {error}") from None
         except UnicodeDecodeError as error:
@@ -373,7 +398,7 @@ def _drop_removed(tree: Dict[str, Any], where: str) -> None:
             value = values.pop(key)
             if value != now and not (isinstance(value, str) and isinstance(now, str) and value.strip() == now):
                 raise ConfigError(f"{dotted} was removed{where}: {why} (docs/results.md); this one says "
-                                  f"{str(value)[:80]!r}: remove the key (a model trained with it: train it again)")
+                                  f"{quoted(value)}: remove the key (a model trained with it: train it again)")
 
 
 def _probability(logit) -> float:

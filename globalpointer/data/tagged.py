@@ -5,7 +5,7 @@ and ``conll`` (one word per line, the tag in the last column, words joined by sp
 import re
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional
 
-from ..errors import DataError
+from ..errors import DataError, quoted
 from ..spans import Entity, Record, characters
 from .reading import ErrorPolicy, lines
 from .tags import tags_to_spans
@@ -30,9 +30,9 @@ def token_of(fmt: str, token: str, where: str, policy: ErrorPolicy) -> str:
     match = CHARACTER_AND_POSITION.match(token) or TOKEN_AND_POSITION.match(token)
     if not match:
         raise DataError(f"{where}: data.format chars-position expects a character and its position in the word "
-                        f"(口0), got {token!r}; data.format: conll reads the tokens as words", kind="tokens")
+                        f"(口0), got {quoted(token)}; data.format: conll reads the tokens as words", kind="tokens")
     if len(match.group(1)) > 1:
-        message = (f"{where}: {token!r} is {len(match.group(1))} characters before its position "
+        message = (f"{where}: {quoted(token)} is {len(match.group(1))} characters before its position "
                    f"{match.group(2)}, where chars-position has one (a character broken by an earlier conversion?)")
         repair = policy.repairs(SEVERAL_CHARACTERS)
         if repair is None:
@@ -81,7 +81,7 @@ def iter_tagged_sentences(path: str, text: str, policy: Optional[ErrorPolicy] = 
         columns = tagged_columns(line)
         if len(columns) < 2:
             problem = problem or DataError(
-                f"{path}:{number}: expected a token and a tag separated by a tab or space, got {line!r}"
+                f"{path}:{number}: expected a token and a tag separated by a tab or space, got {quoted(line)}"
                 f"{WHITESPACE_TOKEN_HINT if not line.strip() else ''}", kind="lines")
             continue
         tokens.append(columns[0] if columns[0] else " ")

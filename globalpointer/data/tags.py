@@ -3,7 +3,7 @@ entity of the same type that a B- tag opened; with a ``repair`` callback such a 
 entity of its own type instead (conlleval's reading), and the callback hears of each one."""
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import DataError
+from ..errors import DataError, quoted
 
 END = {"E"}
 SINGLE = {"S"}
@@ -21,7 +21,7 @@ def split_tag(tag: str) -> Tuple[str, str]:
         return "O", ""
     prefix, sep, entity_type = tag.partition("-")
     if not sep or prefix not in {"B", "I", "M", "E", "S"} or not entity_type:
-        raise ValueError(f"tag {tag!r} is not O or B-/I-/M-/E-/S- followed by a type")
+        raise ValueError(f"tag {quoted(tag)} is not O or B-/I-/M-/E-/S- followed by a type")
     return prefix, entity_type
 
 

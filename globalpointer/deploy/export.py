@@ -49,7 +49,7 @@ INT8_OPS = ("MatMul", "Attention", "Gather")
 # weights lost 47 dev F1 points there; 7 bits cannot saturate (docs/performance.md, INT8 by CPU).
 INT8_SCHEME = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
 # NNCF's answer to the same saturation (OverflowFix): weights in 7 bits in the first layer, its default.
-# In every layer it kept the same F1 on a CPU without VNNI and ran slower with VNNI (docs/performance.md)
+# In every layer it was level in F1, with VNNI and without, and in speed (docs/performance.md)
 OPENVINO_SCHEME = {"overflow_fix": "first_layer_only"}
 # The dev F1 points an INT8 model may lose against float32 and be kept by export --verify
 VERIFY_TOLERANCE = 1.0

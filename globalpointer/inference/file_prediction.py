@@ -140,7 +140,8 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
                    at_file_start: bool = True) -> Tuple[int, int]:
     """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error)."""
     lines = failed = 0
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True,
+               disable=not sys.stderr.isatty())  # to a file, the closing line says what was done
     for chunk in read_chunks(source, lines_per_chunk):
         if at_file_start and lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
             chunk[0] = chunk[0][len(codecs.BOM_UTF8):]

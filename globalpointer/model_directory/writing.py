@@ -3,11 +3,12 @@ import json
 import os
 
 from ..config import RUN_TIME_KEYS, RunConfig, dump_config
-from ..files import directory_being_written, swap_in_directory
+from ..files import TEMPORARY_MARKER, directory_being_written, swap_in_directory
 from ..model.encoders import Encoder, save_encoder_files
 from ..model.network import SpanNetwork
 from ..model.weights import save_state
-from .layout import CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, WEIGHTS, file_record
+from .layout import (CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES, TOKENIZER_CONFIG,
+                     WEIGHTS, file_record)
 from .opening import TrainedFor
 
 
@@ -21,6 +22,8 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
         with open(os.path.join(partial, LABELS), "w", encoding="utf-8") as out:
             json.dump(trained_for.labels, out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)
+        for name in set(os.listdir(partial)) - {WEIGHTS, TOKENIZER_CONFIG, TEMPORARY_MARKER, *METADATA_FILES}:
+            os.remove(os.path.join(partial, name))  # the rest of what save_pretrained writes: read by no command
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))
         for name, obj in (extra_json or {}).items():

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import math
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
@@ -300,8 +301,10 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     may stop early by leaving the loop."""
     config, progress, train = state.config, state.progress, state.config.train
     state.network.train()
+    # a bar drawn in place on a terminal; to a file (a log, a pipe) a line per epoch instead of a redraw per step
+    on_terminal = sys.stderr.isatty()
     bar = tqdm(total=state.steps_per_epoch * state.epochs, initial=progress.global_step, desc="train", unit="step",
-               disable=not state.runtime.is_main, dynamic_ncols=True)
+               disable=not (state.runtime.is_main and on_terminal), dynamic_ncols=True)
     losses: List[float] = []
     progress.start_clock()
     with bar:
@@ -321,6 +324,10 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
                 if stop.requested:
                     return
             progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
+            if not on_terminal and state.runtime.is_main:
+                log.info("epoch %d of %d done: step %d, loss %.4f, %.1f windows/s", progress.epoch, state.epochs,
+                         progress.global_step, mean(losses) if losses else float("nan"),
+                         progress.windows_per_second())
             if not train.eval_every:
                 yield mean(losses)
                 losses = []
