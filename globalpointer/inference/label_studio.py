@@ -1,6 +1,6 @@
 """Predictions as Label Studio tasks with pre-annotations, so a team corrects the model's output
 instead of labelling from scratch (reading Label Studio's exports back is ``data/readers.py``, the
-live backend ``deploy/label_studio_backend.py``).
+live backend ``deploy/label_studio_backend/``).
 
 A task is ``{"data": {"text", ...}, "predictions": [{"model_version", "score", "result": [...]}]}``;
 each result is a ``labels`` region ``{"start", "end", "text", "labels": [TYPE]}`` with its score,

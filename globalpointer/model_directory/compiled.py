@@ -1,5 +1,6 @@
 """The compiled-program cache: a checkpoint compiled once into a Paddle Inference program, kept under
-the digest of what its network computes, verified before it runs, pruned to its bound."""
+the digest of what its network computes, verified before it runs, pruned to its bound.  A ``model``
+or ``opened`` here is an ``opening.ModelDirectory`` (which imports this module for its digest)."""
 import contextlib
 import dataclasses
 import hashlib
@@ -7,16 +8,13 @@ import json
 import logging
 import os
 import shutil
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from ..config import RunConfig
 from ..errors import UserError
 from ..files import CACHE_ENV, PARTIAL, PREVIOUS, atomic_write_text, cache_directory, contains, read_json, \
     remove_abandoned_partials
 from .layout import COMPILED_FROM, EXPORT_INFO, FORMAT_VERSION, WEIGHTS, recorded_packing
-
-if TYPE_CHECKING:
-    from .opening import ModelDirectory
 
 log = logging.getLogger("globalpointer")
 
@@ -29,7 +27,7 @@ def network_settings(config: RunConfig) -> dict:
     return {key: value for key, value in dataclasses.asdict(config.model).items() if key not in DECODING_KEYS}
 
 
-def model_digest(model: "ModelDirectory") -> str:
+def model_digest(model) -> str:
     """What the network of a checkpoint computes, as a hash: its weights, what the model is as it was
     read (types, tokenization, vocabulary, the encoder's architecture, the network's settings),
     Paddle's version (from the module: the CPU and GPU builds install under different package names)
@@ -107,7 +105,7 @@ class CompiledProgram(NamedTuple):
     digest: str
 
 
-def compiled_program(model: "ModelDirectory") -> Optional[CompiledProgram]:
+def compiled_program(model) -> Optional[CompiledProgram]:
     """The cache entry of the checkpoint ``model`` (named by its digest), or None with a warning
     when the cache cannot be used (compiling is an optimisation: the checkpoint runs without it)."""
     try:
@@ -188,7 +186,7 @@ def _folder_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
 
 
-def runs_compiled(opened: "ModelDirectory", config: RunConfig) -> bool:
+def runs_compiled(opened, config: RunConfig) -> bool:
     """Whether a run of ``config`` on the model ``opened`` may run the program compiled from it: a
     checkpoint, ``inference.backend: auto``, and the network the program was compiled from (the
     record's settings, not overridden)."""
@@ -196,7 +194,7 @@ def runs_compiled(opened: "ModelDirectory", config: RunConfig) -> bool:
             and network_settings(config) == network_settings(opened.record))
 
 
-def compiled_network(opened: "ModelDirectory", config: RunConfig, settings) -> Optional[tuple]:
+def compiled_network(opened, config: RunConfig, settings) -> Optional[tuple]:
     """(backend, network) of the program compiled from the checkpoint ``opened`` when the cache holds
     one that was compiled from it and loads; None otherwise (an entry that fails to load is dropped
     with a warning, and the checkpoint runs itself)."""
