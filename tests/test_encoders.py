@@ -272,3 +272,21 @@ def test_encoder_auto_refuses_a_script_neither_bundled_encoder_reads():
     with pytest.raises(ConfigError, match="100% of the training texts' letters are of a script neither bundled "
                                           "encoder reads .*set model.encoder"):
         choose_encoder(["Москва — столица России"])
+
+
+def test_weights_replaced_keeping_their_time_are_converted_again(tmp_path):
+    """cp -p and rsync -a keep a file's modification time: the converted copy's key must change all the
+    same, or training would start from the stale copy of the old weights."""
+    from globalpointer.model import encoders
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"old weights")
+    before = encoders._fingerprint(str(tmp_path), "model.safetensors")
+    stat = os.stat(weights)
+    time.sleep(0.01)
+    weights.write_bytes(b"new weights")  # same size
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as cp -p leaves it
+    assert os.stat(weights).st_mtime_ns == stat.st_mtime_ns
+    assert encoders._fingerprint(str(tmp_path), "model.safetensors") != before
+    assert encoders._fingerprint(str(tmp_path), "model.safetensors") == \
+        encoders._fingerprint(str(tmp_path), "model.safetensors")

@@ -53,3 +53,21 @@ def test_output_dir_that_is_a_file(tmp_path, capsys):
     assert train_main(["--config", tiny_config(tmp_path, output_dir=str(tmp_path / "taken"))]) == 2
     assert "is a file, not a directory" in capsys.readouterr().err
     assert (tmp_path / "taken").read_text() == "mine"
+
+
+def test_a_checkpoint_that_is_a_link_is_refused_before_any_work(tmp_path, capsys):
+    """A run's last/ linked to another disk trained an epoch, then failed to save it (and --overwrite was
+    a traceback): a link among the checkpoints is one line, before any work, on every way in."""
+    from globalpointer.cli import train_main
+    from synthetic import tiny_config
+
+    elsewhere = tmp_path / "other-disk" / "last"
+    elsewhere.mkdir(parents=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "last").symlink_to(elsewhere)
+    config = tiny_config(tmp_path, train__epochs=1)
+    for extra in ([], ["--overwrite"], ["--resume"]):
+        assert train_main(["--config", config, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "run/last is a link (to " in err and err.count("\n") == 1, err
+    assert elsewhere.is_dir() and not os.listdir(elsewhere) and not (tmp_path / "run" / "metrics.csv").exists()

@@ -129,8 +129,11 @@ def build_tiny(hidden_size: int = 64, layers: int = 2, heads: int = 2) -> Encode
 
 
 def _fingerprint(directory: str, weights: str) -> str:
+    """The converted copy's key: the source file's path, inode, size and change time in nanoseconds,
+    which every write sets (a modification time in seconds missed weights replaced by ``cp -p`` or
+    ``rsync -a``, which keep it)."""
     stat = os.stat(os.path.join(directory, weights))
-    key = f"{os.path.abspath(directory)}|{weights}|{stat.st_size}|{int(stat.st_mtime)}"
+    key = f"{os.path.abspath(directory)}|{weights}|{stat.st_ino}|{stat.st_size}|{stat.st_ctime_ns}"
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 

@@ -85,6 +85,12 @@ def check_run_directory(run_dir: str, inputs: List[str]) -> None:
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ConfigError(f"output_dir {run_dir} is a file, not a directory; set output_dir to a directory "
                           f"(--set output_dir=runs/NAME)")
+    for name in CHECKPOINTS:  # replaced by rename at every save: a link would be replaced, not followed
+        path = os.path.join(run_dir, name)
+        if os.path.islink(path):
+            raise ConfigError(f"{path} is a link (to {os.path.realpath(path)}): a run saves {name}/ by renaming a "
+                              f"new copy into its place, which would replace the link; remove it, or set output_dir "
+                              f"to the directory it points into")
     for name in RUN_FILES:
         for source in inputs:
             relation = input_relation(os.path.join(run_dir, name), source)
