@@ -34,15 +34,15 @@ def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_pa
     """train.patience watches the dev F1: with no data.dev the run trains every epoch and keeps the
     last, and says so with what to do; with a dev file, or patience 0, nothing is said."""
     config = tiny_config(tmp_path, train__epochs=1)
-    warned = ("data.dev is empty: train.patience (2) has no dev F1 to watch, so training runs all "
+    warned = ("no dev F1 to choose by: train.patience (2) has no dev F1 to watch, so training runs all "
               "1 planned epoch(s) (train.epochs 1, train.max_steps 3000)")
     assert train_main(["--config", config, "--set", "data.dev=", "--set", "train.patience=2"]) == 0
     assert warned in caplog.text and "name one with data.dev" in caplog.text
     caplog.clear()
     assert train_main(["--config", config, "--overwrite", "--set", "train.patience=2"]) == 0
-    assert "data.dev is empty" not in caplog.text
+    assert "no dev F1 to choose by" not in caplog.text
     assert train_main(["--config", config, "--overwrite", "--set", "data.dev="]) == 0  # tiny_config: patience 0
-    assert "data.dev is empty" not in caplog.text
+    assert "no dev F1 to choose by" not in caplog.text
 
 
 @given(st.integers(1, 50), st.integers(1, 500), st.integers(0, 5000))
@@ -93,3 +93,23 @@ def test_training_into_a_file_logs_a_line_per_epoch_and_draws_no_bar(tmp_path, c
     assert "\r" not in written.err + written.out and "step/s" not in written.err
     epochs = [r.getMessage() for r in caplog.records if " done: step " in r.getMessage()]
     assert [line.split(":")[0] for line in epochs] == ["epoch 1 of 2 done", "epoch 2 of 2 done"], epochs
+
+
+def test_a_dev_file_that_cannot_measure_is_said_and_chooses_nothing(tmp_path, caplog):
+    """A dev file without entities (F1 0 at every evaluation) or made of training texts (F1 of memory)
+    is said before training, and the run trains every epoch and keeps the last, as without one."""
+    import json
+
+    from synthetic import write_jsonl
+
+    config = tiny_config(tmp_path, train__epochs=2, train__patience=1)
+    write_jsonl(tmp_path / "empty-dev.jsonl", [{"text": "没有实体的句子", "entities": []}] * 5)
+    caplog.set_level("INFO", logger="globalpointer")
+    assert train_main(["--config", config, "--set", f"data.dev={tmp_path / 'empty-dev.jsonl'}"]) == 0
+    assert "empty-dev.jsonl: 5 texts and no entity: its F1 would be 0 at every evaluation" in caplog.text
+    assert "no dev F1 to choose by" in caplog.text
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["epochs_completed"] == 2 and summary["best_dev_f1"] is None
+    caplog.clear()
+    assert train_main(["--config", config, "--overwrite", "--set", f"data.dev={tmp_path / 'train.jsonl'}"]) == 0
+    assert "train.jsonl: every one of its 240 texts is a training text" in caplog.text

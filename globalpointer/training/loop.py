@@ -144,6 +144,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                           f"or give the files as plain paths")
     check_types(train_records, labels, declared=bool(data.labels))  # the training file first, where a type is new
     dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels)) if data.dev else []
+    dev_records = measuring_dev(dev_records, train_records, sources_name(data.dev, "data.dev"))
     test_records = labelled_records(data.test, data.reading, labels, False, bool(data.labels)) if data.test else []
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
@@ -170,7 +171,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     steps_per_epoch = math.ceil(len(epoch_batches(windows, config, runtime, 0)) / train.grad_accum_steps)
     epochs = planned_epochs(train, steps_per_epoch)
     if not dev_records and train.patience:
-        log.warning("data.dev is empty: train.patience (%d) has no dev F1 to watch, so training runs all %d planned "
+        log.warning("no dev F1 to choose by: train.patience (%d) has no dev F1 to watch, so training runs all %d planned "
                     "epoch(s) (train.epochs %d, train.max_steps %d) and keeps the last model; the defaults' length "
                     "is chosen on a dev file (docs/results.md): name one with data.dev, or set train.epochs to the "
                     "length you want", train.patience, epochs, train.epochs, train.max_steps)
@@ -190,6 +191,26 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
                     optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes)
+
+
+def measuring_dev(dev_records: List[Record], train_records: List[Record], source: str) -> List[Record]:
+    """The dev records, or none where they cannot measure what the model learned, said before training:
+    a file without entities (its F1 is 0 at every evaluation, and the first would be kept), or one whose
+    texts are all training texts (its F1 measures memory).  Without them every planned epoch runs and
+    the last model is kept, as without data.dev."""
+    if not dev_records:
+        return dev_records
+    if not any(record.entities for record in dev_records):
+        log.warning("%s: %d texts and no entity: its F1 would be 0 at every evaluation and choose the first "
+                    "checkpoint; it chooses nothing (name a dev file with entities)", source, len(dev_records))
+        return []
+    trained = {record.text for record in train_records}
+    if all(record.text in trained for record in dev_records):
+        log.warning("%s: every one of its %d texts is a training text (the training file again?): its F1 would "
+                    "measure what the model memorised; it chooses nothing (hold texts out of training for it)",
+                    source, len(dev_records))
+        return []
+    return dev_records
 
 
 def planned_epochs(train, steps_per_epoch: int) -> int:
