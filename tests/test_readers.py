@@ -354,3 +354,31 @@ def test_a_json_format_is_one_entry_in_its_table(tmp_path, monkeypatch):
                                                     "spans": [[0, 2, "PER"]]}])
     with pytest.raises(DataError, match="'spans' holds entities in another format than jsonl"):
         read_records(mixed)
+
+
+def test_a_tagged_file_whose_later_sentences_are_words_is_named_not_run_together(tmp_path):
+    """The shape is decided from the first lines: characters, one a line; English words after them
+    would read as "JohnSmithlivesinNewYork".  Such a sentence is an error naming its line."""
+    chinese = "".join(f"{char}\t{tag}\n" for char, tag in zip("张三在北京", ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"]))
+    english = "".join(f"{word}\t{tag}\n" for word, tag in zip(["John", "Smith", "lives", "in", "New", "York"],
+                                                               ["B-PER", "I-PER", "O", "O", "B-LOC", "I-LOC"]))
+    path = tmp_path / "mixed.bio"
+    path.write_text((chinese + "\n") * 250 + english, encoding="utf-8")
+    with pytest.raises(DataError, match=r"mixed.bio:1501: most tokens of this sentence are words, in a file read "
+                                        r"as one character a line .*set data.format: conll"):
+        read_records(str(path))
+    assert [r.text for r in read_records(str(path), format="conll")][-1] == "John Smith lives in New York"
+    skipped = read_records(str(path), on_error="skip")
+    assert len(skipped) == 250 and skipped[0].text == "张三在北京"
+    # a Latin word inside a Chinese sentence stays one token among characters
+    path.write_text((chinese + "\n") * 250 + "看\tO\nNBA\tB-ORG\n比\tO\n赛\tO\n", encoding="utf-8")
+    assert read_records(str(path))[-1].text == "看NBA比赛"
+
+
+def test_a_byte_order_mark_mid_file_is_no_part_of_a_token(tmp_path):
+    """Two files joined with cat, each with its BOM: the second's would make its first token two
+    characters long, and the file read as words ("我 们 在 北 京")."""
+    part = "\ufeff" + "".join(f"{char}\tO\n" for char in "我们在北京") + "\n"
+    path = tmp_path / "joined.bio"
+    path.write_bytes((part + part).encode("utf-8"))
+    assert [r.text for r in read_records(str(path))] == ["我们在北京", "我们在北京"]

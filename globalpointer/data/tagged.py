@@ -47,8 +47,13 @@ WHITESPACE_TOKEN_HINT = (" (a line of whitespace other than spaces and tabs: wri
                          "then its tag)")
 
 
+BOM = "\ufeff"  # at a line's start mid-file: files joined with cat, each with its own
+
+
 def tagged_columns(line: str) -> List[str]:
-    """A tagged line's columns: split on tabs when it has one, else on runs of spaces."""
+    """A tagged line's columns: split on tabs when it has one, else on runs of spaces; a byte-order
+    mark at its start is no part of its token."""
+    line = line.lstrip(BOM)
     if "\t" in line:
         return line.split("\t")
     return [column for column in line.split(" ") if column]
@@ -98,6 +103,10 @@ ONE_TEXT_WARNING = 1000
 def tagged_sentence_record(sentence: TaggedSentence, fmt: str, policy: ErrorPolicy) -> Record:
     if sentence.problem is not None:
         raise sentence.problem
+    if fmt == "chars" and sum(len(token) > 1 for token in sentence.tokens) * 2 > len(sentence.tokens):
+        raise DataError(f"{sentence.where[0]}: most tokens of this sentence are words, in a file read as one "
+                        f"character a line (data.format {fmt}, decided from the file's first lines): its words would "
+                        f"run together; set data.format: conll to read every token as a word", kind="lines")
     tokens = [token_of(fmt, token, where, policy) for token, where in zip(sentence.tokens, sentence.where)]
     return tagged_record(tokens, sentence.tags, sentence.where, TAGGED_JOINERS[fmt], policy.repair)
 
