@@ -39,6 +39,9 @@ class OutgoingError(UserError):
 
 # What a message may quote of another server's answer: enough to say what went wrong
 QUOTED_CHARS = 300
+# The shortest piece of a secret that is redacted where a read cut the secret (shorter ones are too
+# likely to be ordinary text)
+SECRET_PIECE = 4
 # Credentials as they appear in echoed requests and error bodies: header values, key=value, JSON fields
 CREDENTIALS = re.compile(r"(?i)((?:authorization|cookie|set-cookie|x-api-key|proxy-authorization)\s*[:=]\s*)[^\r\n,}]*|"
                          r"((?:token|bearer|basic)\s+)[A-Za-z0-9._~+/=-]{6,}|"
@@ -48,11 +51,17 @@ CREDENTIALS = re.compile(r"(?i)((?:authorization|cookie|set-cookie|x-api-key|pro
 
 def redacted(text: str, secrets: Sequence[str] = ()) -> str:
     """``text`` cut to QUOTED_CHARS with every credential in it replaced by [redacted]: the ``secrets``
-    themselves wherever they appear, and what looks like one (Authorization and Cookie values,
-    token=..., "access": ...)."""
+    themselves wherever they appear, in any case, and a piece of one at the text's start or end (a body
+    cut by the read); and what looks like one (Authorization and Cookie values, token=..., "access": ...).
+    Redacted first, then cut: a cut never splits a secret into what the patterns no longer see."""
     for secret in secrets:
         if secret:
-            text = text.replace(secret, "[redacted]")
+            text = re.sub(re.escape(secret), "[redacted]", text, flags=re.IGNORECASE)
+            for size in range(len(secret) - 1, SECRET_PIECE - 1, -1):  # the read cut it: its head, or its tail
+                if text.lower().endswith(secret[:size].lower()):
+                    text = text[:-size] + "[redacted]"
+                if text.lower().startswith(secret[-size:].lower()):
+                    text = "[redacted]" + text[size:]
     text = CREDENTIALS.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + "[redacted]", text)
     return text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "..."
 

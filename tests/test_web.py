@@ -54,3 +54,17 @@ def test_a_download_has_a_deadline_for_the_whole_answer_and_a_size_bound():
     server.shutdown()
     with pytest.raises(OutgoingError, match=r"set.zip: no usable answer"):  # nobody listens any more
         fetch(url, timeout=1, max_bytes=5, what_to_check="the mirror")
+
+
+def test_a_secret_in_another_case_or_cut_by_the_read_is_redacted_whole():
+    secret = "abcdef123456"
+    assert "[redacted]" in redacted("token: ABCDEF123456 upper-cased", [secret])
+    assert "ABCDEF" not in redacted("token: ABCDEF123456 upper-cased", [secret])
+    cut_at_end = redacted("error body ... Authorization token abcdef12", [secret])  # the read ended inside it
+    assert "abcdef12" not in cut_at_end and cut_at_end.endswith("[redacted]")
+    cut_at_start = redacted("3456 and the rest of the body", [secret])  # the read began inside it
+    assert cut_at_start.startswith("[redacted]") and "3456" not in cut_at_start
+    assert redacted("nothing of it here", [secret]) == "nothing of it here"
+    # redacted, then cut: a secret across the cut is not half shown
+    body = "x" * 295 + secret
+    assert "abcde" not in redacted(body, [secret])
