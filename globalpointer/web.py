@@ -78,6 +78,9 @@ def check_address(url: str, where: str) -> urllib.parse.SplitResult:
     if parts.scheme not in ("http", "https") or not hostname or port == 0:
         raise OutgoingError(f"{where}: {url!r} needs http:// or https://, a host and a port between 1 and 65535 "
                             f"if any, e.g. http://127.0.0.1:8080")
+    if any(char.isspace() or ord(char) < 32 for char in str(url).strip()):
+        raise OutgoingError(f"{where}: {url!r} holds a space or a control character, which no address has (every "
+                            f"request to it would fail); e.g. http://127.0.0.1:8080")
     return parts
 
 

@@ -127,6 +127,10 @@ def test_an_unreadable_body_is_the_same_422_from_both_services(service, raw, mes
     if kind == "label-studio-backend":  # a JSON body that does not fit: a readable 422, not a failed render
         status, answer = call(running.base, route, raw=b'{"tasks": NaN}')
         assert status in (400, 422) and "detail" in answer, answer
+        for body, kind in ((b'[NaN]', "a JSON array"), (b'"\\ud800"', "a JSON string")):  # not a JSON object
+            status, answer = call(running.base, route, raw=body)
+            assert status == 422 and answer["detail"][0]["msg"].startswith(
+                'the body must be a JSON object, such as {"tasks": ') and f"not {kind}" in answer["detail"][0]["msg"], answer
         status, answer = call(running.base, "/predictt", {"tasks": []})
         assert status == 404 and "the service answers GET /health, POST /setup" in answer["detail"], answer
     assert call(running.base, "/health")[0] == 200

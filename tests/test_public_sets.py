@@ -155,6 +155,9 @@ def test_unreachable_sources_and_sets_behind_a_licence_say_what_to_do(toy_set, t
     assert cli(["data", "fetch", "conll2003", "--to", str(tmp_path / "d")]) == 2
     error = capsys.readouterr().err
     assert "cannot be downloaded automatically" in error and os.path.join(str(tmp_path / "d"), "conll2003") in error
+    assert cli(["data", "fetch", "toy", "--from", "http://[::1", "--to", str(tmp_path)]) == 2  # a broken IPv6 host
+    error = capsys.readouterr().err
+    assert error.startswith("error: --from: 'http://[::1' is no valid address") and "Traceback" not in error
     assert cli(["data", "list"]) == 0
     listing = capsys.readouterr().out
     assert all(name in listing for name in ("cluener", "msra", "cmeee", "conll2003"))

@@ -134,6 +134,16 @@ def test_a_file_without_blank_lines_is_said(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="globalpointer"):
         assert len(read_records(str(path))) == 1
     assert "t.txt: no blank line in the file: its 1,200 tokens are read as one text" in caplog.text
+    caplog.clear()  # 35 short sentences run together: sentence ends inside the one text say it too
+    path.write_text("".join(f"{c}\tO\n" for c in "我们在北京。" * 35), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        assert len(read_records(str(path))) == 1
+    assert "t.txt: no blank line in the file: its 210 tokens are read as one text" in caplog.text
+    caplog.clear()  # one sentence of a file: nothing to say
+    path.write_text("".join(f"{c}\tO\n" for c in "我们在北京。"), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        read_records(str(path))
+    assert "no blank line" not in caplog.text
 
 
 def test_skip_counts_what_it_skipped_by_kind(tmp_path, caplog):

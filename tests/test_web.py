@@ -17,7 +17,8 @@ def test_credentials_are_redacted_wherever_they_appear():
     assert len(redacted("x" * 5000)) <= 303
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://[::1", "ftp://host/x", "http://", "http://h:0"])
+@pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://[::1", "ftp://host/x", "http://", "http://h:0",
+                                 "http://a b", "http://host:8080/pa th", "http://host\t:80"])
 def test_an_address_is_checked_whole(url):
     with pytest.raises(OutgoingError, match="--from"):
         check_address(url, "--from")

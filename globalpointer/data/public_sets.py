@@ -14,8 +14,6 @@ import io
 import logging
 import os
 import tarfile
-import urllib.error
-import urllib.parse
 import zipfile
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -161,7 +159,7 @@ def find_set(name: str) -> PublicSet:
 def download(location: str) -> bytes:
     """The bytes at ``location``: an http(s) URL (within DOWNLOAD_DEADLINE_S and MAX_ARCHIVE_BYTES), or a
     file already downloaded."""
-    if urllib.parse.urlsplit(location).scheme not in ("http", "https"):
+    if not location.lower().startswith(("http://", "https://")):
         if not os.path.isfile(location):
             raise UserError(f"--from {location}: no such file or folder, and not an http(s) URL")
         with open(location, "rb") as source:

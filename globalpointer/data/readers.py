@@ -13,7 +13,8 @@ from ..files import atomic_write_text
 from ..spans import Record
 from .json_formats import JSON_FORMATS, LeftOut, is_json_file, iter_json_objects, json_format, parse_record
 from .reading import ZIP_MAGIC, ErrorPolicy, read_text
-from .tagged import ONE_TEXT_WARNING, TAGGED_JOINERS, iter_tagged_sentences, tagged_format, tagged_sentence_record
+from .tagged import (ONE_TEXT_SENTENCE_ENDS, ONE_TEXT_WARNING, SENTENCE_ENDS, TAGGED_JOINERS, iter_tagged_sentences,
+                     tagged_format, tagged_sentence_record)
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +114,16 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             if limit and len(records) >= limit:
                 break
     elif fmt in TAGGED_JOINERS:
-        sentences, first_tokens = 0, 0
+        sentences, first_tokens, first_ends = 0, 0, 0
         for sentence in iter_tagged_sentences(path, text, policy):
             sentences += 1
-            first_tokens = first_tokens or len(sentence.tokens)
+            if sentences == 1:  # sentence ends inside the one text: several sentences without blank lines
+                first_tokens = len(sentence.tokens)
+                first_ends = sum(token in SENTENCE_ENDS for token in sentence.tokens[:-1])
             add(sentence.where[0] if sentence.where else path, lambda: tagged_sentence_record(sentence, fmt, policy))
             if limit and len(records) >= limit:
                 break
-        if final and sentences == 1 and first_tokens > ONE_TEXT_WARNING:
+        if final and sentences == 1 and (first_tokens > ONE_TEXT_WARNING or first_ends >= ONE_TEXT_SENTENCE_ENDS):
             log.warning("%s: no blank line in the file: its %s tokens are read as one text; a tagged file's "
                         "sentences end at a blank line (or a line of spaces and tabs): put one after each sentence",
                         path, f"{first_tokens:,}")

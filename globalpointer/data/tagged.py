@@ -98,6 +98,10 @@ def iter_tagged_sentences(path: str, text: str, policy: Optional[ErrorPolicy] = 
 
 # A tagged file read as one text of more tokens than this has lost its sentence ends (said, not refused)
 ONE_TEXT_WARNING = 1000
+# ... or of this many sentence ends before its last token, whatever its length (35 sentences of 300
+# characters said nothing)
+ONE_TEXT_SENTENCE_ENDS = 3
+SENTENCE_ENDS = frozenset({"。", "！", "？", ".", "!", "?"})
 
 
 def tagged_sentence_record(sentence: TaggedSentence, fmt: str, policy: ErrorPolicy) -> Record:

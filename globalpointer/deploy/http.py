@@ -224,11 +224,18 @@ class BasicAuth(Middleware):
         return await self.app(scope, receive, send)
 
 
-def validation_messages(errors) -> List[dict]:
+def validation_messages(errors, example: str = "") -> List[dict]:
     """FastAPI's 422 details without the offending input, which may be a NaN or a lone surrogate
-    that JSON cannot carry back (the answer would fail as a 500), and with the field named."""
-    return [{"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type", "")}
-            for error in errors]
+    that JSON cannot carry back (the answer would fail as a 500), and with the field named; a body that
+    is no JSON object (a list, a string) says what one looks like (``example``)."""
+    messages = []
+    for error in errors:
+        loc, message = list(error.get("loc", ())), error.get("msg", "")
+        if loc == ["body"] and error.get("type") == "dict_type":
+            kind = type(error.get("input")).__name__.replace("list", "a JSON array").replace("str", "a JSON string")
+            message = f"the body must be a JSON object{', such as ' + example if example else ''}, not {kind}"
+        messages.append({"loc": loc, "msg": message, "type": error.get("type", "")})
+    return messages
 
 
 def answer_errors_as_json(app, routes: str, example: str) -> None:
@@ -244,7 +251,7 @@ def answer_errors_as_json(app, routes: str, example: str) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request, error: RequestValidationError):
-        return JSONResponse({"detail": validation_messages(error.errors())}, status_code=422)
+        return JSONResponse({"detail": validation_messages(error.errors(), example)}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, error: StarletteHTTPException):
