@@ -203,3 +203,32 @@ def test_the_backend_beyond_loopback_needs_authentication_or_a_flag(trained, tmp
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "BASIC_AUTH_USER and BASIC_AUTH_PASS" in result.stderr, result.stderr[-2000:]
     assert "--allow-unauthenticated" in result.stderr
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+def test_a_client_too_slow_with_its_headers_or_body_is_answered_408_and_let_go(kind, trained, tmp_path):
+    """Time is bounded where size is: a client that sends nothing, its headers a byte at a time, or half
+    its body, holds a connection for serve.client_timeout_s at most, then gets 408 and a closed
+    connection; the service answers others meanwhile and after."""
+    running = start(kind, trained, tmp_path, "--set", "serve.client_timeout_s=1")
+    try:
+        route, _ = extract(kind, [])
+        port = port_of(running)
+        slow = []
+        for data in (b"", b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\n",  # nothing; headers unfinished
+                     b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"te"):  # the body, a tenth of it
+            thread = threading.Thread(target=lambda data=data: slow.append(raw_exchange(port, data, seconds=20)))
+            thread.start()
+            slow.append(thread)
+        assert call(running.base, "/health")[0] == 200  # meanwhile
+        started = time.monotonic()
+        for thread in [item for item in slow if isinstance(item, threading.Thread)]:
+            thread.join(timeout=30)
+        answers = [item for item in slow if isinstance(item, bytes)]
+        assert len(answers) == 3 and time.monotonic() - started < 15
+        assert all(answer.startswith(b"HTTP/1.1 408") and b"serve.client_timeout_s = 1 seconds" in answer
+                   for answer in answers), answers
+        assert call(running.base, *extract(kind, ["张三在北京"]))[0] == 200  # and after
+    finally:
+        running.stop()

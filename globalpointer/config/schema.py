@@ -215,6 +215,10 @@ class ServeConfig:
     max_header_bytes: int = _opt(65536, "bytes of a request's line, headers and trailers together; more is "
                                         "answered with 431 (no client of these services sends more than a few "
                                         "hundred)", bounds=POSITIVE)
+    client_timeout_s: float = _opt(60.0, "seconds a client may take to send a request's headers, and again its body "
+                                         "(nginx's client_header_timeout and client_body_timeout): a client slower "
+                                         "than that is answered 408 and its connection closed, so slow clients "
+                                         "cannot hold the service's connections", bounds=POSITIVE)
     max_request_tokens: int = _opt(65536, "tokens per request (the texts' tokens, as the model reads them): what "
                                           "one request may cost; more is answered with 413", bounds=POSITIVE)
     batch_wait_ms: float = _opt(5.0, "how long a request waits for others to share its forward passes",

@@ -55,6 +55,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     and uvicorn adds a chunked body's trailers to the request's headers."""
 
     reading_headers = False
+    reading = False  # from the connection's start or a request's first byte until its body is read
+    deadline = None  # the timer of serve.client_timeout_s on what is being read: the headers, then the body
     header_bytes = 0
     in_body = False  # the headers are read: what is not body from here on is chunk framing or trailers
     body_bytes = 0
@@ -65,11 +67,46 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def max_header_bytes(self) -> int:
         return getattr(self.config, "max_header_bytes", 65536)
 
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.start_deadline()  # a client that connects and sends nothing holds a connection too
+
+    def connection_lost(self, exc) -> None:
+        self.cancel_deadline()
+        super().connection_lost(exc)
+
+    def start_deadline(self) -> None:
+        self.cancel_deadline()
+        self.reading = True
+        self.deadline = self.loop.call_later(getattr(self.config, "client_timeout_s", 60.0), self.too_slow)
+
+    def cancel_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def too_slow(self) -> None:
+        """serve.client_timeout_s ran out while the request was read: 408 where no answer has begun, and
+        the connection closed."""
+        self.deadline = None
+        if not self.reading or self.transport.is_closing():
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or not cycle.response_started:
+            body = json.dumps({"detail": f"the request was not sent within serve.client_timeout_s = "
+                                         f"{getattr(self.config, 'client_timeout_s', 60.0):g} seconds"}).encode()
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: "
+                                 + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+        self.transport.close()
+        self.reading, self.refused = False, True
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.start_deadline()  # the headers' time
         self.reading_headers, self.header_bytes, self.in_body, self.body_bytes, self.chunks = True, 0, False, 0, 0
 
     def on_headers_complete(self) -> None:
+        self.start_deadline()  # the body's time
         self.reading_headers = False
         self.header_bytes = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if self.header_bytes > self.max_header_bytes:
@@ -87,6 +124,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self.cancel_deadline()
+        self.reading = False  # the application's time from here: no deadline on it
         self.in_body = False
         if not self.refused:
             super().on_message_complete()
@@ -365,6 +404,7 @@ def server_config(app, limits, **settings):
     config = uvicorn.Config(app, log_level="info", http=BoundedHttpProtocol,
                             timeout_graceful_shutdown=limits.shutdown_timeout_s, **settings)
     config.max_header_bytes = limits.max_header_bytes  # read by BoundedHttpProtocol, in every worker
+    config.client_timeout_s = limits.client_timeout_s
     return config
 
 
