@@ -27,6 +27,7 @@ from common import SHARED, Rows, cluener_texts, interleaved_medians, median_seco
 from globalpointer.data.public_sets import DATA_ENV
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.backends import int8_backends, openvino_available
+from globalpointer.model_directory.layout import ONNX
 from globalpointer.training.step import build_optimizer
 from peer import Peer
 
@@ -70,8 +71,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-steps", type=int, default=8, help="timed optimizer steps per repeat")
     args = parser.parse_args()
-    if not os.path.isfile(os.path.join(args.export, "model.onnx")):
-        parser.error(f"--export {args.export} has no model.onnx: export with --onnx (globalpointer export --model "
+    if not os.path.isfile(os.path.join(args.export, ONNX)):
+        parser.error(f"--export {args.export} has no {ONNX}: export with --onnx (globalpointer export --model "
                      f"{args.model} --output {args.export} --onnx [--quantize int8])")
 
     print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")

@@ -16,8 +16,8 @@ BUILD = f"paddle {paddle.__version__}, CUDA compiled: {paddle.device.is_compiled
 
 
 def test_the_package_name_is_no_assumption(trained):
-    """evaluate and predict hash the checkpoint with Paddle's version (model_directory.compiled.model_digest): from the
-    module, whatever the package is called."""
+    """evaluate and predict hash the checkpoint with Paddle's version
+    (model_directory.compiled.model_digest): from the module, whatever the package is called."""
     import importlib.metadata
 
     names = {dist.metadata["Name"].lower() for dist in importlib.metadata.distributions()}
