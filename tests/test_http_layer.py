@@ -232,3 +232,51 @@ def test_a_client_too_slow_with_its_headers_or_body_is_answered_408_and_let_go(k
         assert call(running.base, *extract(kind, ["张三在北京"]))[0] == 200  # and after
     finally:
         running.stop()
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+def test_slow_clients_past_the_descriptor_limit_do_not_keep_others_out(kind, trained, tmp_path):
+    """More slow-header clients than the service has file descriptors for (ulimit -n 256 here): the
+    oldest are answered 503 and let go to make room, so /health and a request still get through; an idle
+    kept-alive connection is closed after IDLE_KEEP_ALIVE_S."""
+    import resource
+
+    from globalpointer.deploy.http import IDLE_KEEP_ALIVE_S
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the service's processes
+    try:
+        running = start(kind, trained, tmp_path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    slow = []
+    try:
+        port = port_of(running)
+        for _ in range(400):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+            connection.sendall(b"GET /health HTTP/1.1\r\nHo")  # and never more
+            slow.append(connection)
+        started = time.monotonic()
+        assert call(running.base, "/health", timeout=20)[0] == 200
+        assert call(running.base, *extract(kind, ["张三在北京"]), timeout=60)[0] == 200
+        assert time.monotonic() - started < 30
+        shed = 0
+        for connection in slow[:100]:  # the oldest: answered and closed
+            connection.settimeout(5)
+            try:
+                shed += connection.recv(200).startswith(b"HTTP/1.1 503")
+            except OSError:
+                pass
+        assert shed >= 50, shed
+        idle = socket.create_connection(("127.0.0.1", port), timeout=IDLE_KEEP_ALIVE_S + 10)
+        idle.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            answer += idle.recv(4096)
+        started = time.monotonic()
+        assert idle.recv(100) == b""  # closed by the service once idle
+        assert IDLE_KEEP_ALIVE_S - 1 < time.monotonic() - started < IDLE_KEEP_ALIVE_S + 5
+    finally:
+        for connection in slow:
+            connection.close()
+        running.stop()

@@ -178,3 +178,99 @@ def test_workers_share_the_cores_and_a_worker_that_cannot_start_stops_the_servic
                               str(free_port()), "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert process.returncode == 2 and "a worker process could not start" in process.stderr, process.stderr
     assert "safetensors" in process.stderr, process.stderr
+
+
+def test_a_service_is_one_model_whatever_happens_to_its_directory(trained, tmp_path):
+    """serve --workers 2 from a directory that is then replaced, then removed, a worker killed after
+    each: the restarted worker serves what the others serve (the digest /health says, the same
+    entities), /health says what became of the directory, and the service stays up."""
+    import shutil
+    import time
+
+    import psutil
+
+    from globalpointer.model_directory.served import content_digest
+
+    model = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", model)
+    digest = content_digest(str(model))
+    cache = tmp_path / "cache"
+    service = Service(model, "--workers", "2", "--set", "serve.batch_wait_ms=0", env={"GLOBALPOINTER_CACHE": str(cache)})
+    texts = {"texts": ["北京大学的张三", "李四在上海"]}
+    try:
+        status, first = call(service.base, "/v1/extract", texts)
+        assert status == 200
+        status, health = call(service.base, "/health")
+        assert health["model_digest"] == digest and health["model_on_disk"] == "unchanged", health
+        for change, state in (("replaced", "replaced"), ("removed", "removed")):
+            if change == "replaced":  # another model in its place: the thresholds of a different calibration
+                (model / "thresholds.json").write_text(json.dumps({"min_score": 0.9}), encoding="utf-8")
+            else:
+                shutil.rmtree(model)
+            started = service.output.count("Application startup complete")
+            victim = next(child for child in psutil.Process(service.process.pid).children()
+                          if "resource_tracker" not in " ".join(child.cmdline()))
+            victim.kill()
+            deadline = time.time() + 120
+            while service.output.count("Application startup complete") <= started:
+                assert time.time() < deadline and service.process.poll() is None, service.output
+                time.sleep(0.2)
+            for _ in range(12):  # both workers answer, the new one among them
+                status, health = call(service.base, "/health")
+                assert status == 200 and health["model_digest"] == digest and health["model_on_disk"] == state, health
+                assert call(service.base, "/v1/extract", texts) == (200, first)
+        assert "Traceback" not in service.output
+    finally:
+        code, output = service.stop()
+    assert code == 0, output
+    assert (cache / "served").is_dir() and not list((cache / "served").iterdir())  # its copy removed at the stop
+
+
+def test_a_worker_that_cannot_restart_while_others_serve_is_started_again(monkeypatch):
+    """The supervisor of several workers: one whose start fails while another serves is said and started
+    again after a delay; one that fails with no other serving stops the service, as at its start."""
+    import time
+
+    from uvicorn.config import STARTUP_FAILURE
+
+    from globalpointer.deploy import serve
+    from uvicorn.supervisors import multiprocess
+
+    class Worker:
+        started = []
+
+        def __init__(self, config=None, sockets=None, alive=True, exitcode=None, ready=True):
+            self.alive, self.exitcode, self.ready, self.pid = alive, exitcode, ready, len(Worker.started)
+            Worker.started.append(self)
+
+        def start(self):
+            pass
+
+        def is_alive(self, timeout=5):
+            return self.alive
+
+        def is_ready(self, timeout=5):
+            return self.ready
+
+        def kill(self):
+            pass
+
+        def join(self):
+            pass
+
+    monkeypatch.setattr(multiprocess, "Process", Worker)
+    monkeypatch.setattr(serve, "RESTART_DELAY_S", 0.2)
+    monkeypatch.setattr(multiprocess.signal, "signal", lambda *args: None)  # no handlers in the test process
+    config = type("Config", (), {"workers": 2, "timeout_worker_healthcheck": 1})()
+    supervisor = serve.supervisor(config, [])
+    failed = Worker(alive=False, exitcode=STARTUP_FAILURE, ready=False)
+    supervisor.processes = [failed, Worker()]
+    supervisor.keep_subprocess_alive()
+    assert not supervisor.should_exit.is_set() and supervisor.processes[0] is failed  # not at once
+    time.sleep(0.3)
+    supervisor.keep_subprocess_alive()
+    assert supervisor.processes[0] is not failed and supervisor.processes[0] is Worker.started[-1]
+    alone = serve.supervisor(config, [])
+    alone.processes = [Worker(alive=False, exitcode=STARTUP_FAILURE, ready=False), Worker(ready=False)]
+    alone.keep_subprocess_alive()
+    assert alone.should_exit.is_set()

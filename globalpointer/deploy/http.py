@@ -1,8 +1,10 @@
 """What every request of both HTTP services gets, in one layer: ``serve`` and the Label Studio backend
 are built on it, so a bound that one keeps the other keeps too.
 
-- Request headers: at most ``serve.max_header_bytes``, counted as they arrive, else 431
-  (``BoundedHttpProtocol``).
+- Request headers: at most ``serve.max_header_bytes``, counted as they arrive, else 431; the headers,
+  and again the body, within ``serve.client_timeout_s``, else 408; an idle kept-alive connection closed
+  after ``IDLE_KEEP_ALIVE_S``; at most ``connection_bound()`` connections open, the oldest idle (then the
+  oldest still sending its request) closed to make room for a new one (``BoundedHttpProtocol``).
 - The body: at most ``serve.max_body_bytes``, else 413 before it is parsed; one announced with
   ``Expect: 100-continue`` is refused before the client sends it (``BodyLimit``).
 - The texts of a request: ``serve.max_texts``, ``serve.max_text_chars``, ``serve.max_request_tokens``,
@@ -21,6 +23,7 @@ import hmac
 import ipaddress
 import json
 import os
+import resource
 import signal
 import socket
 from typing import List, Optional, Sequence, Tuple
@@ -70,10 +73,40 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self.start_deadline()  # a client that connects and sends nothing holds a connection too
+        in_order = self.server_state.__dict__.setdefault("connections_in_order", {})  # oldest first
+        in_order[self] = None
+        if len(in_order) > getattr(self.config, "max_connections", len(in_order)):
+            self.make_room(in_order)
 
     def connection_lost(self, exc) -> None:
         self.cancel_deadline()
+        self.server_state.__dict__.get("connections_in_order", {}).pop(self, None)
         super().connection_lost(exc)
+
+    @property
+    def idle(self) -> bool:
+        """A kept-alive connection between requests."""
+        cycle = getattr(self, "cycle", None)
+        return not self.reading and (cycle is None or cycle.response_complete)
+
+    def make_room(self, in_order: dict) -> None:
+        """Close the oldest idle connection, else the oldest whose request is still arriving (a slow
+        client's), so that a new client is served where a full table of file descriptors would refuse
+        it; a request being answered is never closed."""
+        others = [connection for connection in in_order if connection is not self]
+        victim = next((c for c in others if c.idle), None) or next((c for c in others if c.reading), None)
+        if victim is None:
+            return
+        in_order.pop(victim, None)
+        cycle = getattr(victim, "cycle", None)
+        if victim.reading and (cycle is None or not cycle.response_started):
+            body = b'{"detail": "the service has too many open connections: the request was not sent in time"}'
+            victim.transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                                   b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                                   + body)
+        victim.reading, victim.refused = False, True
+        victim.cancel_deadline()
+        victim.transport.close()
 
     def start_deadline(self) -> None:
         self.cancel_deadline()
@@ -396,15 +429,32 @@ def listen(host: str, port: int, flag: str = "--port") -> socket.socket:
     return sock
 
 
+# Seconds a kept-alive connection may stay idle between requests (uvicorn's default; nginx's
+# keepalive_timeout is 75): a client that wants another request soon sends it within this
+IDLE_KEEP_ALIVE_S = 5
+
+# File descriptors a service process keeps for itself (the model's files, pipes, the log) beside its
+# connections
+RESERVED_DESCRIPTORS = 100
+
+
+def connection_bound() -> int:
+    """The connections a service process keeps open at most: its file-descriptor limit (``ulimit -n``)
+    less what it needs besides, so that a new client always finds one."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, (soft if soft != resource.RLIM_INFINITY else 65536) - RESERVED_DESCRIPTORS)
+
+
 def server_config(app, limits, **settings):
     """uvicorn's config for ``app`` (or an import string, with ``factory=True``) as both services run:
     headers bounded, SIGTERM given ``serve.shutdown_timeout_s``."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="info", http=BoundedHttpProtocol,
+    config = uvicorn.Config(app, log_level="info", http=BoundedHttpProtocol, timeout_keep_alive=IDLE_KEEP_ALIVE_S,
                             timeout_graceful_shutdown=limits.shutdown_timeout_s, **settings)
     config.max_header_bytes = limits.max_header_bytes  # read by BoundedHttpProtocol, in every worker
     config.client_timeout_s = limits.client_timeout_s
+    config.max_connections = connection_bound()
     return config
 
 

@@ -10,7 +10,10 @@ client leaves, SIGTERM within ``serve.shutdown_timeout_s``) are the layer of ``h
 Label Studio backend shares; malformed requests are answered 422.
 ``serve.workers`` processes (default: one per CPU core, each on one core) share the port, each with
 its own model and micro-batcher: on the CPU, single-core processes predict the small batches of
-concurrent clients faster than one process on every core (docs/lab/PERFORMANCE.md).
+concurrent clients faster than one process on every core (docs/lab/PERFORMANCE.md).  A service is one
+model: every worker loads the service's private copy of the directory it was started with
+(``model_directory.served``), so a worker restarted after the directory was replaced or removed serves
+what the others serve; ``/health`` says its digest and whether the directory still holds it.
 """
 import contextlib
 import json
@@ -19,10 +22,13 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 from types import SimpleNamespace
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from ..config import ServeConfig
+from ..model_directory.served import UNCHANGED, DirectoryWatch, ServedCopy, content_digest
 from .batcher import MicroBatcher
 from .http import (answer_errors_as_json, check_texts, credentials_from_environment, guarded, listen, predict_for,
                    run_server, server_config)
@@ -74,7 +80,11 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
 
     class Health(BaseModel):
         status: str = Field(description="ok while the service answers")
-        model: str = Field(description="the model directory it serves")
+        model: str = Field(description="the model directory the service was started with")
+        model_digest: str = Field(description="SHA-256 of the model's files as the service read them at its start: "
+                                              "the same from every worker")
+        model_on_disk: str = Field(description="whether that directory still holds them: unchanged, replaced or "
+                                               "removed (the service serves what it read either way)")
         backend: str = Field(description=f"one of {', '.join(BACKENDS)}")
         device: str
 
@@ -88,13 +98,28 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
                            Labels=Labels, Problem=Problem)
 
 
-def create_app(ner, limits: ServeConfig, credentials=None):
+class ServedModel(NamedTuple):
+    """What ``/health`` says of the model: the directory the service was started with, the digest of
+    what it read, and the watch on that directory."""
+    directory: str
+    digest: str
+    watch: DirectoryWatch
+
+    @classmethod
+    def of(cls, directory: str, digest: str) -> "ServedModel":
+        return cls(directory, digest, DirectoryWatch(directory, digest))
+
+
+def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[ServedModel] = None):
     """The FastAPI application over a ``globalpointer.load`` pipeline, behind the layer of ``http``
-    (with ``credentials``, (user, password), every request must carry them)."""
+    (with ``credentials``, (user, password), every request must carry them).  ``served``: the model
+    as the service was started with it (default: the pipeline's directory as it is now)."""
+    from starlette.concurrency import run_in_threadpool
     from fastapi import Request, Response
     from fastapi_offline import FastAPIOffline
 
     models = api_models(limits)
+    served = served or ServedModel.of(ner.directory, content_digest(ner.directory))
     featurizer = ner.extractor.featurizer
     batcher = MicroBatcher.for_service(lambda texts: ner.predict_steps(texts, limits.rows_per_pass), limits,
                                        featurizer.window_size)
@@ -107,13 +132,15 @@ def create_app(ner, limits: ServeConfig, credentials=None):
     # /docs and /redoc from the Swagger UI and ReDoc files of the fastapi-offline package: the pages
     # work without internet (FastAPI's own load them from a CDN)
     app = FastAPIOffline(title="GlobalPointer NER", lifespan=lifespan,
-                         description=f"Entities of types {', '.join(ner.labels)} from {ner.directory} "
+                         description=f"Entities of types {', '.join(ner.labels)} from {served.directory} "
                                      f"({ner.backend} backend).")
     answer_errors_as_json(app, "POST /v1/extract, GET /v1/labels, GET /health and GET /docs", '{"texts": ["..."]}')
 
     @app.get("/health", response_model=models.Health, operation_id="health")
     async def health():
-        return {"status": "ok", "model": ner.directory, "backend": ner.backend, "device": ner.runtime.device}
+        return {"status": "ok", "model": served.directory, "model_digest": served.digest,
+                "model_on_disk": await run_in_threadpool(served.watch.state), "backend": ner.backend,
+                "device": ner.runtime.device}
 
     @app.get("/v1/labels", response_model=models.Labels, operation_id="labels")
     async def labels():
@@ -160,8 +187,8 @@ def worker_count(requested: int, on_gpu: bool, cores: int) -> int:
 
 
 def worker_app():
-    """The application of one worker process (uvicorn's factory): the model loaded as the parent
-    process checked it, from the arguments it handed over in ``WORKER_ARGS``."""
+    """The application of one worker process (uvicorn's factory): the service's copy of the model,
+    loaded as the parent process checked it, from the arguments it handed over in ``WORKER_ARGS``."""
     from uvicorn.config import STARTUP_FAILURE
 
     from ..errors import UserError, memory_detail, setup_logging
@@ -171,8 +198,13 @@ def worker_app():
     # Importing paddle replaces uvicorn's graceful shutdown with an abort: uvicorn's handlers are put
     # back (a stop while the model loads still aborts this worker, which serves nothing yet).
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    arguments = json.loads(os.environ[WORKER_ARGS])
+    served = arguments.pop("served", None)
     try:
-        ner = load(**json.loads(os.environ[WORKER_ARGS]))
+        if served and content_digest(arguments["model"]) != served["digest"]:
+            raise UserError(f"the service's copy of {served['directory']} ({arguments['model']}) changed since the "
+                            f"service started: restart the service")
+        ner = load(**arguments)
     except UserError as error:  # the same in every worker: the supervisor stops instead of restarting it
         print(f"error: {error}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
@@ -180,9 +212,82 @@ def worker_app():
         print(f"error: out of memory loading the model in a worker process ({memory_detail(error)}); each worker holds a copy "
               f"of it: run fewer (--workers, serve.workers) or on a machine with more memory", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
+    except OSError as error:  # the copy gone (removed by hand)
+        print(f"error: the service's copy of the model cannot be read ({error}): restart the service", file=sys.stderr)
+        sys.exit(STARTUP_FAILURE)
     for number, handler in handlers.items():
         signal.signal(number, handler)
-    return create_app(ner, ner.config.serve, credentials_from_environment())
+    return create_app(ner, ner.config.serve, credentials_from_environment(),
+                      served and ServedModel.of(served["directory"], served["digest"]))
+
+
+# A worker that could not start while others serve is started again after this many seconds (a
+# failure at the service's start stops it instead: every worker would fail the same way)
+RESTART_DELAY_S = 5.0
+
+
+def supervisor(config, sockets):
+    """uvicorn's supervisor of worker processes, except that a worker that cannot start while others
+    serve (out of memory at a restart, say) is said and started again after ``RESTART_DELAY_S``, the
+    others serving meanwhile, instead of taking the service down."""
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors.multiprocess import Multiprocess, Process
+
+    class Supervisor(Multiprocess):
+        pending = None  # worker index -> when its replacement starts
+
+        def keep_subprocess_alive(self) -> None:
+            self.pending = self.pending or {}
+            if self.should_exit.is_set():
+                return
+            for index, process in enumerate(self.processes):
+                if index in self.pending:
+                    if time.monotonic() >= self.pending[index]:
+                        del self.pending[index]
+                        self.processes[index] = Process(self.config, self.sockets)
+                        self.processes[index].start()
+                    continue
+                if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                    continue
+                process.kill()  # hung, or gone
+                process.join()
+                failed = process.exitcode == STARTUP_FAILURE
+                others = [other for number, other in enumerate(self.processes)
+                          if number != index and number not in self.pending]
+                if failed and not any(other.is_ready(timeout=1) for other in others):
+                    log.error("worker process [%s] could not start, and no other serves: stopping the service",
+                              process.pid)
+                    self.should_exit.set()
+                    return
+                if self.should_exit.is_set():
+                    return
+                delay = RESTART_DELAY_S if failed else 0.0
+                log.warning("worker process [%s] %s: another starts in %g s, the other workers serving meanwhile",
+                            process.pid, "could not start (its error is above)" if failed else
+                            f"ended (exit status {process.exitcode})", delay)
+                self.pending[index] = time.monotonic() + delay
+
+    return Supervisor(config, sockets=sockets)
+
+
+# How often the service looks at the directory it was started from, to say once that it was replaced or removed
+WATCH_EVERY_S = 10.0
+
+
+def watch_directory(served: ServedModel, stopped: threading.Event) -> None:
+    """Say in the log, once per change, that the directory the service was started from no longer holds
+    the model it serves (which it keeps serving, whole)."""
+    said = UNCHANGED
+    while not stopped.wait(WATCH_EVERY_S):
+        state = served.watch.state()
+        if state != said:
+            if state == UNCHANGED:
+                log.info("%s holds the served model again (digest %s)", served.directory, served.digest[:12])
+            else:
+                log.warning("%s was %s since the service started: it keeps serving the model it started with "
+                            "(digest %s, every worker alike); restart it to serve what is there now",
+                            served.directory, state, served.digest[:12])
+            said = state
 
 
 def run_service(model: str, overrides: List[str], backend: Optional[str] = None) -> None:
@@ -193,7 +298,7 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     from ..inference.pipeline import inference_config, load
     from ..runtime import choose_device, cpu_thread_count
 
-    opened = open_model(model)  # once: this process's config check and its model read the same files
+    opened = open_model(model)  # the user's directory checked first: an error names its files
     config = inference_config(opened, overrides, backend=backend)
     limits = config.serve
     credentials = credentials_from_environment()
@@ -203,17 +308,30 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     threads = cpu_thread_count(config.cpu_threads, workers)
     log.info("%d worker process(es) on %s:%d%s", workers, limits.host, sock.getsockname()[1],
              "" if on_gpu else f", {threads} CPU thread(s) each")
-    if workers == 1:
+    stopped = threading.Event()
+    if workers == 1:  # the model is read once, here: no copy needed, but no change while it is read either
+        digest = content_digest(opened.path)
         ner = load(opened, overrides, backend=backend)
-        run_server(create_app(ner, limits, credentials), limits, sock)
+        if content_digest(opened.path) != digest:
+            raise UserError(f"{opened.path} changed while the service read it: start the service again")
+        served = ServedModel.of(opened.path, digest)
+        threading.Thread(target=watch_directory, args=(served, stopped), daemon=True).start()
+        run_server(create_app(ner, limits, credentials, served), limits, sock)
         return
     from uvicorn.config import STARTUP_FAILURE
-    from uvicorn.supervisors import Multiprocess
 
-    os.environ[WORKER_ARGS] = json.dumps({"model": model, "overrides": overrides + [f"cpu_threads={threads}"],
-                                          "backend": backend})
-    supervisor = Multiprocess(server_config("globalpointer.deploy.serve:worker_app", limits, factory=True,
-                                            workers=workers), sockets=[sock])
-    supervisor.run()
-    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+    with ServedCopy(opened.path) as copy:  # what every worker loads, whenever it starts
+        served = ServedModel.of(opened.path, copy.digest)
+        log.info("serving %s as read at the start (digest %s)", opened.path, copy.digest[:12])
+        threading.Thread(target=watch_directory, args=(served, stopped), daemon=True).start()
+        os.environ[WORKER_ARGS] = json.dumps({"model": copy.path, "backend": backend,
+                                              "overrides": overrides + [f"cpu_threads={threads}"],
+                                              "served": {"directory": opened.path, "digest": copy.digest}})
+        workers_supervisor = supervisor(server_config("globalpointer.deploy.serve:worker_app", limits, factory=True,
+                                                      workers=workers), [sock])
+        try:
+            workers_supervisor.run()
+        finally:
+            stopped.set()
+    if any(process.exitcode == STARTUP_FAILURE for process in workers_supervisor.processes):
         raise UserError("a worker process could not start: its error is above")
