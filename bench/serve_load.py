@@ -20,8 +20,15 @@ whole time while the one-text clients run (their p50 / p99 and errors are what a
 the others), then SIGTERM is sent while a maximal request runs, and the seconds until the service has
 exited are reported next to ``serve.shutdown_timeout_s``.  ``--set model.min_score=1e-6`` makes a
 model predict many spans (the decoding a long text costs then grows with them).
+
+With ``--hostile N``, for each ``--service``: the one-text clients (``--heavy-clients``, 16) alone and
+beside a hostile mix, in turns (calm, hostile, calm, hostile): N slow-header clients, each sending one
+byte of its headers every 10 s and connecting again when it is let go, and a client sending malformed
+JSON, deeply nested JSON and bodies over ``serve.max_body_bytes`` in a loop.  It reports the normal
+clients' texts/s, p50 / p99 latency and errors under each, with what the hostile clients were answered.
 """
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -201,6 +208,101 @@ def heavy_run(args, service_kind, workers, texts, big_texts, labels, config, row
         print("first error:", errors[0])
 
 
+def hostile_mix(port: int, stop: threading.Event, slow_clients: int, route: str, answered: dict) -> list:
+    """Threads that attack the service on ``port`` until ``stop``: ``slow_clients`` connections that send
+    one header byte every 10 s (connecting again when closed), and a client of malformed and oversize
+    bodies; ``answered`` counts the status lines they got."""
+    head = f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+
+    def count(status: str) -> None:
+        answered[status] = answered.get(status, 0) + 1
+
+    def slow():
+        sockets = {}
+        while not stop.is_set():
+            for index in range(slow_clients):
+                if stop.is_set():
+                    break
+                connection, sent, due = sockets.get(index, (None, 0, 0.0))
+                if time.monotonic() < due:
+                    continue
+                try:
+                    if connection is None:
+                        connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+                        connection.setblocking(False)
+                    connection.send(head[sent % len(head):sent % len(head) + 1])
+                    sockets[index] = (connection, sent + 1, time.monotonic() + 10)
+                except (BlockingIOError, InterruptedError):
+                    sockets[index] = (connection, sent, time.monotonic() + 10)
+                except OSError:  # let go by the service: read what it said, and come back
+                    if connection is not None:
+                        with contextlib.suppress(OSError):
+                            count(connection.recv(12).decode("latin-1")[9:12] or "closed")
+                        connection.close()
+                    sockets[index] = (None, 0, 0.0)
+            stop.wait(0.05)
+        for connection, _, _ in sockets.values():
+            if connection is not None:
+                connection.close()
+
+    def malformed():
+        bodies = [b'{"texts": [', b"[" * 100000 + b"]" * 100000, b'{"texts": ["' + b"x" * 10_000_001 + b'"]}']
+        while not stop.is_set():
+            for body in bodies:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+                        connection.sendall(head + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                                           + body)
+                        count(connection.recv(12).decode("latin-1")[9:12] or "closed")
+                except OSError as error:
+                    count(type(error).__name__)
+
+    threads = [threading.Thread(target=slow, daemon=True), threading.Thread(target=malformed, daemon=True)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def hostile(args, texts) -> None:
+    labels = globalpointer.load(args.model, args.set, backend=args.backend).labels
+    rows = Rows()
+    for service_kind in args.service.split(","):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve_hostile_{port}.log")
+        service, workers = start_service(args.model, args.backend, port, log_path, args.set, service_kind)
+        route = request_for(service_kind, [])[0]
+        measured = {"calm": [], "hostile": []}
+        answered: dict = {}
+        try:
+            load(port, texts[:32], 4, service_kind, labels)  # warm up
+            for mix in ("calm", "hostile", "calm", "hostile"):
+                stop, threads = threading.Event(), []
+                if mix == "hostile":
+                    threads = hostile_mix(port, stop, args.hostile, route, answered)
+                    time.sleep(15)  # every slow client connected and trickling
+                measured[mix].append(load(port, texts, args.heavy_clients, service_kind, labels))
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=60)
+        finally:
+            service.send_signal(signal.SIGTERM)
+            service.wait(timeout=120)
+        for mix, runs in measured.items():
+            latencies = sorted(latency for run in runs for latency in run[2])
+            rows.add({"service": service_kind, "workers": workers, "mix": mix,
+                      "normal clients": args.heavy_clients,
+                      "slow-header clients": args.hostile if mix == "hostile" else 0,
+                      "requests": sum(len(run[2]) for run in runs),
+                      "texts/s": f"{statistics.median(len(texts) / run[0] for run in runs):.1f}",
+                      "p50 ms": f"{latencies[len(latencies) // 2] * 1000:.1f}",
+                      "p99 ms": f"{latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000:.1f}",
+                      "errors": sum(len(run[3]) for run in runs)})
+        print(f"{service_kind}: the hostile clients were answered {dict(sorted(answered.items()))}")
+    rows.finish()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a checkpoint (RUN/best) or an export")
@@ -212,6 +314,8 @@ def main():
     parser.add_argument("--heavy-clients", type=int, default=16, help="--heavy: one-text clients")
     parser.add_argument("--workers", default="1,2", help="--heavy: service processes, one run each (serve)")
     parser.add_argument("--service", default="serve", help="--heavy: serve, label-studio-backend, or both (comma)")
+    parser.add_argument("--hostile", type=int, default=0, metavar="N",
+                        help="the one-text clients alone and beside N slow-header clients and malformed bodies")
     parser.add_argument("--big-text", type=int, default=0,
                         help="--heavy: the maximal request is one text of this many characters")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -236,6 +340,9 @@ def main():
     del ner
     if args.heavy:
         heavy(args, texts, reference)
+        return
+    if args.hostile:
+        hostile(args, texts)
         return
 
     with socket.socket() as probe:
