@@ -195,8 +195,8 @@ def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_co
 
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
     reads = []
-    real = compiled._hash_file
-    monkeypatch.setattr(compiled, "_hash_file", lambda path: reads.append(path) or real(path))
+    real = compiled.hash_file
+    monkeypatch.setattr(compiled, "hash_file", lambda path: reads.append(path) or real(path))
     first = open_model(str(checkpoint_copy)).digest
     assert open_model(str(checkpoint_copy)).digest == first
     weights = str(checkpoint_copy / "model.safetensors")

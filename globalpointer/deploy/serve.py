@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import List, NamedTuple, Optional
 
 from ..config import ServeConfig
-from ..model_directory.served import UNCHANGED, DirectoryWatch, ServedCopy, content_digest
+from ..model_directory.served import UNCHANGED, DirectoryWatch, ServedCopy, content_digest, directory_status
 from .batcher import MicroBatcher
 from .http import (answer_errors_as_json, check_texts, credentials_from_environment, guarded, listen, predict_for,
                    run_server, server_config)
@@ -106,8 +106,9 @@ class ServedModel(NamedTuple):
     watch: DirectoryWatch
 
     @classmethod
-    def of(cls, directory: str, digest: str) -> "ServedModel":
-        return cls(directory, digest, DirectoryWatch(directory, digest))
+    def of(cls, directory: str, digest: str, status: Optional[tuple] = None) -> "ServedModel":
+        """``status``: the directory's ``directory_status`` taken before ``digest`` was (None: unknown)."""
+        return cls(directory, digest, DirectoryWatch(directory, digest, status))
 
 
 def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[ServedModel] = None):
@@ -234,10 +235,11 @@ def supervisor(config, sockets):
     from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
     class Supervisor(Multiprocess):
-        pending = None  # worker index -> when its replacement starts
+        def __init__(self, *args, **keywords):
+            super().__init__(*args, **keywords)
+            self.pending = {}  # worker index -> when its replacement starts
 
         def keep_subprocess_alive(self) -> None:
-            self.pending = self.pending or {}
             if self.should_exit.is_set():
                 return
             for index, process in enumerate(self.processes):
@@ -309,19 +311,19 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     log.info("%d worker process(es) on %s:%d%s", workers, limits.host, sock.getsockname()[1],
              "" if on_gpu else f", {threads} CPU thread(s) each")
     stopped = threading.Event()
+    status = directory_status(opened.path)  # before the digest: a change from here on is seen by the watch
     if workers == 1:  # the model is read once, here: no copy needed, but no change while it is read either
-        digest = content_digest(opened.path)
+        served = ServedModel.of(opened.path, content_digest(opened.path), status)
         ner = load(opened, overrides, backend=backend)
-        if content_digest(opened.path) != digest:
+        if served.watch.state() != UNCHANGED:
             raise UserError(f"{opened.path} changed while the service read it: start the service again")
-        served = ServedModel.of(opened.path, digest)
         threading.Thread(target=watch_directory, args=(served, stopped), daemon=True).start()
         run_server(create_app(ner, limits, credentials, served), limits, sock)
         return
     from uvicorn.config import STARTUP_FAILURE
 
     with ServedCopy(opened.path) as copy:  # what every worker loads, whenever it starts
-        served = ServedModel.of(opened.path, copy.digest)
+        served = ServedModel.of(opened.path, copy.digest, status)
         log.info("serving %s as read at the start (digest %s)", opened.path, copy.digest[:12])
         threading.Thread(target=watch_directory, args=(served, stopped), daemon=True).start()
         os.environ[WORKER_ARGS] = json.dumps({"model": copy.path, "backend": backend,

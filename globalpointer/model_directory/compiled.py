@@ -53,7 +53,7 @@ def file_digest(path: str) -> bytes:
     key = (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
            status.st_ctime_ns)
     if key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[key] = _remembered_digest(key) or _remember_digest(key, _hash_file(path))
+        _FILE_DIGESTS[key] = _remembered_digest(key) or _remember_digest(key, hash_file(path))
     return _FILE_DIGESTS[key]
 
 
@@ -90,7 +90,8 @@ def _remember_digest(key: tuple, digest: bytes) -> bytes:
     return digest
 
 
-def _hash_file(path: str) -> bytes:
+def hash_file(path: str) -> bytes:
+    """SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):

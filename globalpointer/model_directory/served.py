@@ -6,7 +6,6 @@ the directory was replaced or removed meanwhile.  ``content_digest`` names the c
 ``/health``); ``DirectoryWatch`` tells whether the directory the service was started from still holds it.
 """
 import contextlib
-import errno
 import fcntl
 import hashlib
 import os
@@ -14,15 +13,19 @@ import shutil
 import tempfile
 from typing import Optional, Tuple
 
-from ..errors import UserError
 from ..files import PARTIAL, cache_directory, mark_temporary, remove_abandoned_partials
+from .compiled import hash_file
 
 UNCHANGED, REPLACED, REMOVED = "unchanged", "replaced", "removed"  # DirectoryWatch.state()
 
 
 def _files(directory: str):
-    """The model's files under ``directory``, relative and sorted, links followed."""
-    for root, folders, names in os.walk(directory, followlinks=True):
+    """The model's files under ``directory``, relative and sorted, links followed; a folder that cannot
+    be listed is an OSError, not a silent gap."""
+    def unlisted(error: OSError):
+        raise error
+
+    for root, folders, names in os.walk(directory, followlinks=True, onerror=unlisted):
         folders.sort()
         for name in sorted(names):
             path = os.path.join(root, name)
@@ -33,15 +36,11 @@ def content_digest(directory: str) -> str:
     """SHA-256 of every file's name and content under ``directory``: the same for a copy."""
     digest = hashlib.sha256()
     for relative, path in _files(directory):
-        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        digest.update(b"\0")
+        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + hash_file(path))
     return digest.hexdigest()
 
 
-def _status(directory: str) -> Optional[tuple]:
+def directory_status(directory: str) -> Optional[tuple]:
     """What any replacement or write under ``directory`` changes (each file's inode, size and change
     time), without reading a file; None when it is gone."""
     try:
@@ -53,14 +52,16 @@ def _status(directory: str) -> Optional[tuple]:
 
 class DirectoryWatch:
     """Whether ``directory`` still holds the content of ``digest``: its files' status is compared at
-    each call, and only a changed status (or the first call) reads them again."""
+    each call, and only a changed status reads them again.  ``status``: the ``directory_status`` taken
+    before ``digest`` was computed from the directory (None: unknown, the first call reads them)."""
 
-    def __init__(self, directory: str, digest: str):
+    def __init__(self, directory: str, digest: str, status: Optional[tuple] = None):
         self.directory, self.digest = directory, digest
-        self._seen: Optional[Tuple[Optional[tuple], str]] = None  # (status, state) of the last reading
+        # (status, state) of the last reading
+        self._seen: Optional[Tuple[Optional[tuple], str]] = (status, UNCHANGED) if status else None
 
     def state(self) -> str:
-        status = _status(self.directory) if os.path.isdir(self.directory) else None
+        status = directory_status(self.directory) if os.path.isdir(self.directory) else None
         if self._seen is None or status != self._seen[0]:
             if status is None or not status:
                 state = REMOVED
@@ -77,7 +78,8 @@ class ServedCopy(contextlib.AbstractContextManager):
     """A private copy of the model directory ``source`` (its resolved path) for one service, in
     ``$GLOBALPOINTER_CACHE/served``, and its ``digest``.  The service holds a lock on it while it runs
     and removes it when it stops; a copy that a killed service left is removed by the next service to
-    start (``files.remove_abandoned_partials``)."""
+    start (``files.remove_abandoned_partials``).  An error of the copy (a full disk) is the file system's,
+    which the commands' error boundary says in one line."""
 
     def __init__(self, source: str):
         root = cache_directory("served")
@@ -90,15 +92,14 @@ class ServedCopy(contextlib.AbstractContextManager):
         fcntl.flock(self._held, fcntl.LOCK_SH)  # a live service's copy is never taken for an abandoned one
         self.path = os.path.join(self.folder, os.path.basename(os.path.normpath(source)) or "model")
         try:
-            shutil.copytree(source, self.path)  # links followed: the copy holds the content itself
-        except OSError as error:
+            for relative, path in _files(source):  # links followed: the copy holds the content itself
+                target = os.path.join(self.path, relative)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(path, target)
+            self.digest = content_digest(self.path)
+        except BaseException:
             self.close()
-            if getattr(error, "errno", None) == errno.ENOSPC or "No space" in str(error):
-                raise UserError(f"no room for the service's copy of {source} in {root} (the disk is full): free "
-                                f"space there, or point $GLOBALPOINTER_CACHE at a disk with room") from None
-            raise UserError(f"cannot copy {source} for the service into {root} ({error}); check the model "
-                            f"directory and that folder") from None
-        self.digest = content_digest(self.path)
+            raise
 
     def close(self) -> None:
         if self._held is not None:
