@@ -41,6 +41,10 @@ class Peer(nn.Layer):
         hidden = self.encoder(input_ids, attention_mask=token_text)[0]
         return self.head(hidden, token_text)
 
+    def fresh_parameters(self) -> list:
+        """The weights no pretrained encoder gave (trained at train.head_lr, as ours)."""
+        return list(self.head.parameters())
+
     def decode(self, logits, span_text, threshold: float) -> List[List[TokenSpan]]:
         return self.head.decode(logits, span_text, threshold)
 
@@ -48,3 +52,57 @@ class Peer(nn.Layer):
 def build_peer(settings, encoder, num_types: int) -> Peer:
     """``training.train``'s ``build`` for the peer (``settings``: the config's model section)."""
     return Peer(encoder.model, num_types, settings.head_size)
+
+
+class PeerRelationHead(nn.Layer):
+    """``paddlenlp.layers.GPLinkerForRelationExtraction``'s three heads as it builds them (Efficient
+    GlobalPointers: the entity head with RoPE and the lower triangle masked, the two pair heads
+    without either), their outputs joined into the one tensor this project's Extractor decodes, and
+    the loss PaddleNLP's UIE distillation trains the layer with (model_zoo/uie/data_distill): each
+    head's sparse multilabel cross-entropy summed over its types and averaged over the batch, the three
+    averaged.  Decoding is GPLinker's rule, as PaddleNLP's postprocessing applies it: an entity cell
+    above 0, both pair cells above 0 (this project's Extractor, which also leaves out [CLS] and [SEP])."""
+
+    def __init__(self, hidden_size: int, num_types: int, num_relations: int, head_size: int = 64):
+        super().__init__()
+        from paddlenlp.layers.globalpointer import GlobalPointer as PaddleNLPGlobalPointer
+
+        self.num_types, self.num_relations, self.tril_mask = num_types, num_relations, True
+        self.smooths_boundaries = False  # its loss takes hard targets
+        self.entity_output = PaddleNLPGlobalPointer(hidden_size, num_types, head_size=head_size)
+        self.head_output = PaddleNLPGlobalPointer(hidden_size, num_relations, head_size=head_size, RoPE=False,
+                                                  tril_mask=False)
+        self.tail_output = PaddleNLPGlobalPointer(hidden_size, num_relations, head_size=head_size, RoPE=False,
+                                                  tril_mask=False)
+
+    def forward(self, hidden, attention_mask):
+        import paddle
+
+        return paddle.concat([self.entity_output(hidden, attention_mask), self.head_output(hidden, attention_mask),
+                              self.tail_output(hidden, attention_mask)], axis=1)
+
+    def loss(self, logits, gold, span_text, planes=None, soft=None, pairs=None):
+        import paddle
+
+        if pairs is None:
+            pairs = paddle.full([logits.shape[0], 1, 3], -1, dtype="int64")
+        entity_mask, pair_mask = span_mask(span_text), span_mask(span_text, False)
+        entities, relations = self.num_types, self.num_relations
+        starts = paddle.where(pairs[..., :1] < relations, pairs, paddle.full_like(pairs, -1))
+        ends = paddle.where(pairs[..., :1] >= relations, pairs - paddle.to_tensor([relations, 0, 0]),
+                            paddle.full_like(pairs, -1))
+        # sparse_span_loss averages over (example, type): times the types, a sum over types averaged over the batch
+        parts = [sparse_span_loss(logits[:, :entities], gold, entity_mask) * entities,
+                 sparse_span_loss(logits[:, entities:entities + relations], starts, pair_mask) * relations,
+                 sparse_span_loss(logits[:, entities + relations:], ends, pair_mask) * relations]
+        return sum(parts) / 3, count_masked_gold(gold, entity_mask) + count_masked_gold(pairs, pair_mask)
+
+    def decode(self, logits, span_text, threshold: float) -> List[List[TokenSpan]]:
+        return decode_span_logits(logits[:, :self.num_types], span_text, True, threshold)
+
+
+def build_peer_relations(settings, encoder, num_types: int, num_relations: int = 0) -> Peer:
+    """``training.train``'s ``build`` for PaddleNLP's GPLinker: ``Peer`` with ``PeerRelationHead``."""
+    peer = Peer(encoder.model, num_types, settings.head_size)
+    peer.head = PeerRelationHead(encoder.model.config["hidden_size"], num_types, num_relations, settings.head_size)
+    return peer

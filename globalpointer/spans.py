@@ -2,6 +2,8 @@
 
 - ``Entity``: characters, end exclusive (``text[start:end]`` is the entity), whatever the input
   format says; readers convert inclusive ends once, on the way in.
+- ``Relation``: a typed link from one ``Entity`` (its head, the subject) to another (its tail, the
+  object), both entities of the same record.
 - ``TokenSpan``: tokens, end inclusive, as the cell ``(start, end)`` of a head's score matrix.  Its
   positions are either a text's tokens (0 = the first token of the text) or a window's input
   positions (0 = [CLS]); ``to_input`` and ``from_input`` convert, ``characters`` and ``to_entity``
@@ -20,6 +22,18 @@ class Entity(NamedTuple):
     def key(self):
         """What exact-match evaluation compares."""
         return (self.start, self.end, self.type)
+
+
+class Relation(NamedTuple):
+    head: Entity
+    type: str
+    tail: Entity
+    score: float = 1.0
+
+    @property
+    def key(self):
+        """What strict triple evaluation compares: both entities' spans and types, and the relation."""
+        return (self.head.key, self.type, self.tail.key)
 
 
 class TokenSpan(NamedTuple):
@@ -106,6 +120,7 @@ class Record(NamedTuple):
     source: str = ""  # "file:line" for error messages
     types: Optional[Tuple[str, ...]] = None  # the types its file annotates (data/sources.py); None: every type
     origin: str = ""  # the data entry it was read from, when its file is one of a list
+    relations: Tuple[Relation, ...] = ()  # their entities are among ``entities``
 
     def entity_dicts(self, with_score: bool = False) -> List[dict]:
         out = []
@@ -114,4 +129,24 @@ class Record(NamedTuple):
             if with_score:
                 item["score"] = round(float(e.score), 6)
             out.append(item)
+        return out
+
+    def relation_dicts(self, with_score: bool = False) -> List[dict]:
+        """Each relation as {"type", "head", "tail"}: the indices of its two entities in ``entity_dicts``."""
+        index = {entity.key: i for i, entity in enumerate(self.entities)}
+        out = []
+        for relation in self.relations:
+            item = {"type": relation.type, "head": index[relation.head.key], "tail": index[relation.tail.key]}
+            if with_score:
+                item["score"] = round(float(relation.score), 6)
+            out.append(item)
+        return out
+
+    def dicts(self, with_score: bool = False, relations: Optional[bool] = None) -> dict:
+        """{"entities"} and, for a record with relations (or with ``relations``: a relation model's
+        prediction, even of none), {"relations"}: what a line of the project's JSON lines (and of
+        prediction) holds besides its text."""
+        out = {"entities": self.entity_dicts(with_score)}
+        if relations or (relations is None and self.relations):
+            out["relations"] = self.relation_dicts(with_score)
         return out

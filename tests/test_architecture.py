@@ -68,7 +68,8 @@ CONFIG_KEYS = [
 REGISTRIES = {
     "heads": ["global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger"],
     "backends": ["openvino", "onnxruntime", "paddle-inference", "dynamic"],
-    "formats": ["auto", "label-studio", "cluener", "doccano", "cmeee", "jsonl", "chars", "chars-position", "conll"],
+    "formats": ["auto", "duie", "tokens", "triples", "label-studio", "cluener", "doccano", "cmeee", "jsonl", "chars",
+                "chars-position", "conll"],
     "output formats": ["jsonl", "label-studio", "doccano"],
 }
 

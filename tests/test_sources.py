@@ -211,7 +211,7 @@ def test_init_from_scores_the_added_types_apart_at_each_evaluation_and_in_the_su
 
 @pytest.mark.parametrize("head, shared", [("global_pointer", False), ("efficient_global_pointer", True)])
 def test_the_untaught_types_warning_names_what_drifts(head, shared, caplog):
-    from globalpointer.training.loop import warn_untaught
+    from globalpointer.training.checks import warn_untaught
 
     planes = np.array([[0, 1, 1], [0, 0, 1]], dtype="float32")  # LOC annotated by no file; PER by one; ORG new
     with caplog.at_level("WARNING", logger="globalpointer"):

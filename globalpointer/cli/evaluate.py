@@ -37,12 +37,13 @@ def run(argv, prog):
     check_output_files({"--output": args.output, "--html": args.html,
                         "--output (its .predictions.jsonl)": args.output and predictions_path(args.output)},
                        [*source_paths(path), ner.directory])
-    records, predicted, report, _ = evaluate_file(ner, path)
+    evaluation = evaluate_file(ner, path)
+    records, predicted, report, _ = evaluation
     report["data"] = path if isinstance(path, str) else [source.name for source in path]
     report["model"] = args.model
     print(format_report(report))
     if args.html:
         write_evaluation_page(args.html, records, predicted, labels, report)
     if args.output:
-        write_evaluation(args.output, report, records, predicted)
+        write_evaluation(args.output, report, records, predicted, evaluation.found)
     return 0

@@ -46,6 +46,8 @@ def run(argv, prog):
     model = open_model(args.model)
     if args.input != "-":
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
+    if args.output_format != "jsonl":
+        model.refuse_relations(f"--output-format {args.output_format}")
     ner = load_for_inference(args, model)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file

@@ -109,10 +109,13 @@ def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.
     return {"input_ids": input_ids, "token_text": token_text, "span_text": span_text}
 
 
-def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray] = None,
+            num_relations: int = 0) -> Dict[str, np.ndarray]:
     """One window per row (``collate_rows``), and ``gold`` [B, G, 3] (type, start, end) padded with
     -1: heads build their own targets from it.  ``planes`` (``sources.annotated_planes``, a row per
-    record): ``annotated`` [B, types], the types each row's record annotates."""
+    record): ``annotated`` [B, types], the types each row's record annotates.  With ``num_relations``
+    (a relation model, R types): ``pairs`` [B, P, 3] the gold cells of the pair planes (plane, row,
+    column), relation r from h to t at (r, h.start, t.start) and (R + r, h.end, t.end)."""
     batch = collate_rows([[window] for window in windows], pad_id)
     if planes is not None:
         batch["annotated"] = planes[[window.record_index for window in windows]]
@@ -120,6 +123,15 @@ def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray]
     for i, window in enumerate(windows):
         if window.gold:
             gold[i, :len(window.gold)] = [(span.type, span.start, span.end) for span in window.gold]
+    if num_relations:
+        cells = [sorted({cell for kind, head, tail in window.relations
+                         for cell in ((kind, head.start, tail.start), (num_relations + kind, head.end, tail.end))})
+                 for window in windows]
+        pairs = np.full((len(windows), max(1, max(len(c) for c in cells)), 3), -1, dtype="int64")
+        for i, found in enumerate(cells):
+            if found:
+                pairs[i, :len(found)] = found
+        batch["pairs"] = pairs
     return {**batch, "gold": gold}
 
 

@@ -28,6 +28,7 @@ class Window(NamedTuple):
     owned: Tuple[int, int]  # text tokens of this window, [from, to), whose spans it reports
     gold: List[TokenSpan]  # over input positions
     next_id: Optional[int] = None  # the text's token after the window's last (None: the text ends there)
+    relations: Tuple = ()  # gold (relation type index, head TokenSpan, tail TokenSpan), over input positions
 
 
 class AlignmentReport:
@@ -37,6 +38,8 @@ class AlignmentReport:
         self.total = 0
         self.unaligned: List[str] = []  # a boundary inside a token
         self.unwindowed: List[str] = []  # longer than what a window can hold with its overlap
+        self.relations = 0
+        self.split_relations: List[str] = []  # whose two entities share no window
 
     @property
     def lost(self) -> int:
@@ -53,6 +56,10 @@ class AlignmentReport:
         if self.unwindowed:
             log.warning("%s: %d gold spans fit in no window (e.g. %s); raise data.max_length or data.window_overlap",
                         name, len(self.unwindowed), "; ".join(self.unwindowed[:3]))
+        if self.split_relations:
+            log.warning("%s: %d of %d gold relations have their two entities in no one window (e.g. %s) and cannot "
+                        "be learned or found; raise data.max_length or data.window_overlap", name,
+                        len(self.split_relations), self.relations, "; ".join(self.split_relations[:3]))
 
 
 class Featurizer:
@@ -134,19 +141,25 @@ class Featurizer:
             starts.append(num_tokens - self.window_size)
         return starts
 
-    def windows(self, record_index: int, tokens: TokenizedText,
-                token_spans: Sequence[TokenSpan] = ()) -> List[Window]:
-        """``token_spans``: over the whole text's tokens."""
+    def windows(self, record_index: int, tokens: TokenizedText, token_spans: Sequence[TokenSpan] = (),
+                relations: Sequence[tuple] = ()) -> List[Window]:
+        """``token_spans`` and ``relations`` ((type index, head span, tail span)): over the whole text's
+        tokens; a window carries the relations whose two entities it holds."""
         starts = self.window_starts(len(tokens.ids))
         out = []
         for k, start in enumerate(starts):
             end = min(start + self.window_size, len(tokens.ids))
             own_from = 0 if k == 0 else (start + starts[k - 1] + self.window_size) // 2
             own_to = len(tokens.ids) if k == len(starts) - 1 else (starts[k + 1] + start + self.window_size) // 2
-            gold = [to_input(span, start) for span in token_spans if start <= span.start and span.end < end]
+            def inside(span: TokenSpan) -> bool:
+                return start <= span.start and span.end < end
+
+            gold = [to_input(span, start) for span in token_spans if inside(span)]
+            linked = tuple((kind, to_input(head, start), to_input(tail, start)) for kind, head, tail in relations
+                           if inside(head) and inside(tail))
             out.append(Window(record_index, start, [self.cls_id] + tokens.ids[start:end] + [self.sep_id],
                               tokens.offsets[start:end], (own_from - start, own_to - start), gold,
-                              tokens.ids[end] if end < len(tokens.ids) else None))
+                              tokens.ids[end] if end < len(tokens.ids) else None, linked))
         return out
 
     def text_windows(self, texts: Sequence[str]) -> List[Window]:
@@ -170,14 +183,39 @@ class Featurizer:
             spans.append(span)
         return spans
 
-    def training_windows(self, records: Sequence[Record], label_index: Dict[str, int],
-                         name: str = "data") -> Tuple[List[Window], AlignmentReport]:
+    def align_relations(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
+                        relation_index: Dict[str, int], report: AlignmentReport) -> List[tuple]:
+        """Gold relations -> (type index, head span, tail span) over the text's tokens; one whose entity
+        has a boundary inside a token is left out (the entity is counted by ``align``)."""
+        index = TokenIndex(tokens.offsets)
+        found = []
+        for relation in record.relations:
+            report.relations += 1
+            if relation.type not in relation_index:
+                raise DataError(f"{record.source}: relation type {relation.type!r} is not among the model's "
+                                f"relation types ({', '.join(relation_index)}); fix the record")
+            head = index.token_span(relation.head, label_index[relation.head.type])
+            tail = index.token_span(relation.tail, label_index[relation.tail.type])
+            if head is not None and tail is not None:
+                found.append((relation_index[relation.type], head, tail))
+        return found
+
+    def training_windows(self, records: Sequence[Record], label_index: Dict[str, int], name: str = "data",
+                         relation_index: Optional[Dict[str, int]] = None) -> Tuple[List[Window], AlignmentReport]:
         report = AlignmentReport()
         windows: List[Window] = []
         for index, record in enumerate(records):
             tokens = self.tokenize(record.text)
             spans = self.align(record, tokens, label_index, report)
-            record_windows = self.windows(index, tokens, spans)
+            relations = self.align_relations(record, tokens, label_index, relation_index, report) \
+                if relation_index else []
+            record_windows = self.windows(index, tokens, spans, relations)
+            held = {(kind, from_input(head, w.token_start), from_input(tail, w.token_start))
+                    for w in record_windows for kind, head, tail in w.relations}
+            for kind, head, tail in relations:
+                if (kind, head, tail) not in held:
+                    report.split_relations.append(f"{record.source} {record.text[tokens.offsets[head.start][0]:tokens.offsets[head.end][1]]!r} "
+                                                  f"-> {record.text[tokens.offsets[tail.start][0]:tokens.offsets[tail.end][1]]!r}")
             carried = {from_input(span, w.token_start) for w in record_windows for span in w.gold}
             for span in spans:
                 if span not in carried:
@@ -188,17 +226,22 @@ class Featurizer:
         return windows, report
 
 
-def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str],
-                    continuations: FrozenSet[int] = frozenset()) -> List[Entity]:
-    """Decoded spans of one window -> character entities of the original text, owned spans only.
-    ``continuations``: token ids that continue a word; a span that starts at one, or ends just before
-    one, is left out (whole words only)."""
-    own_from, own_to = window.owned
+def whole_word_spans(window: Window, spans: Sequence[TokenSpan], continuations: FrozenSet[int]) -> List[TokenSpan]:
+    """``spans`` of one window (input positions) but those that start at a token of ``continuations``
+    (token ids that continue a word), or end just before one: whole words only."""
     ids = window.input_ids
 
     def whole_words(span: TokenSpan) -> bool:  # input positions: the token after the span is at end + 1
         after = ids[span.end + 1] if span.end + 2 < len(ids) else window.next_id  # [SEP] ends the window
         return ids[span.start] not in continuations and after not in continuations
 
-    local = [from_input(span, 0) for span in spans if not continuations or whole_words(span)]
+    return [span for span in spans if whole_words(span)] if continuations else list(spans)
+
+
+def window_entities(window: Window, spans: Sequence[TokenSpan], labels: Sequence[str],
+                    continuations: FrozenSet[int] = frozenset()) -> List[Entity]:
+    """Decoded spans of one window -> character entities of the original text, owned spans only
+    (``whole_word_spans`` of them with ``continuations``)."""
+    own_from, own_to = window.owned
+    local = [from_input(span, 0) for span in whole_word_spans(window, spans, continuations)]
     return [to_entity(span, window.offsets, labels) for span in local if own_from <= span.start < own_to]

@@ -12,8 +12,9 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import DataError, json_failure
 from ..files import parse_json
-from ..spans import Entity, Record
+from ..spans import Entity, Record, Relation
 from .reading import ErrorPolicy, check_characters, lines
+from .relation_formats import parse_duie, parse_tokens, parse_triples, relations_from_indices, report_mentions
 
 
 def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
@@ -145,6 +146,9 @@ class LeftOut(Exception):
     entities" is only what an annotator said has none."""
 
 
+NOT_NEAR_MISSES = ("relations", "tokens")
+
+
 def check_entity_keys(obj, fmt: str, where: str) -> None:
     """A record key that holds another JSON format's entities (``JsonFormat.entity_keys``), or is a
     near miss of one ("entitys"), is an error: read as no entities, it would silently teach the model
@@ -160,7 +164,8 @@ def check_entity_keys(obj, fmt: str, where: str) -> None:
         if key in every:
             raise DataError(f"{where}: {key!r} holds entities in another format than {fmt}, which reads "
                             f"{' or '.join(own)}; set data.format to the file's format, or fix the record")
-        close = difflib.get_close_matches(key, every, n=1, cutoff=0.7)
+        # "relations" and "tokens" are common words of tools' metadata ("predictions" is one letter pair off)
+        close = difflib.get_close_matches(key, [k for k in every if k not in NOT_NEAR_MISSES], n=1, cutoff=0.7)
         if close:
             raise DataError(f"{where}: unknown key {key!r}; did you mean {close[0]!r}? ({fmt} reads entities "
                             f"from {' or '.join(own)})")
@@ -201,8 +206,10 @@ def missing_key_hint(item: dict, key: str) -> str:
     return f"; rename {close[0]!r} to {key!r} (this format's name for it), or set data.format" if close else ""
 
 
-def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool) -> Record:
-    """{"text", "entities": [{START, END, KIND, MENTION}]}, under the key names of the format."""
+def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: str, end_included: bool,
+                    relations: bool = False) -> Record:
+    """{"text", "entities": [{START, END, KIND, MENTION}]}, under the key names of the format; with
+    ``relations``, also {"relations": [{"type", "head", "tail"}]} indexing the entities as listed."""
     text = _text_of(obj, where)
     entities = []
     for item in _entity_list(obj, where):
@@ -214,7 +221,8 @@ def _entity_objects(obj, where: str, start: str, end: str, kind: str, mention: s
                                 f"{missing_key_hint(item, key)}")
         entities.append(check_entity(text, item.get(start), item.get(end), item.get(kind), where, item.get(mention),
                                      end_included))
-    return Record(text, sorted(set(entities)), where)
+    linked = relations_from_indices(entities, obj["relations"], where) if relations and "relations" in obj else ()
+    return Record(text, sorted(set(entities)), where, relations=linked)
 
 
 def parse_cmeee(obj, where: str) -> Record:
@@ -222,7 +230,7 @@ def parse_cmeee(obj, where: str) -> Record:
 
 
 def parse_jsonl(obj, where: str) -> Record:
-    return _entity_objects(obj, where, "start", "end", "type", "text", end_included=False)
+    return _entity_objects(obj, where, "start", "end", "type", "text", end_included=False, relations=True)
 
 
 def _doccano_span(text: str, item, where: str) -> List[Entity]:
@@ -246,6 +254,7 @@ def _labelled_region(text: str, value: dict, where: str) -> List[Entity]:
 
 
 DOCCANO_KEYS = ("label", "labels", "entities")  # sequence labelling, relations, older exports
+DOCCANO_RELATIONS = "relations"  # beside "entities": {"from_id", "to_id", "type"} naming the entities' ids
 
 
 def parse_doccano(obj, where: str) -> Record:
@@ -256,8 +265,33 @@ def parse_doccano(obj, where: str) -> Record:
     items = obj.get(key) or []
     if not isinstance(items, list):
         raise DataError(f"{where}: \"{key}\" must be a list of labels, got {items!r}")
-    entities = [entity for item in items for entity in _doccano_span(text, item, where)]
-    return Record(text, sorted(set(entities)), where)
+    spans = [_doccano_span(text, item, where) for item in items]
+    entities = [entity for found in spans for entity in found]
+    relations = obj.get("relations") or []
+    if not isinstance(relations, list):
+        raise DataError(f"{where}: \"relations\" must be a list, got {relations!r:.80}")
+    by_id = {item["id"]: found for item, found in zip(items, spans) if isinstance(item, dict) and "id" in item}
+    linked = [Relation(head, relation.get("type"), tail) for relation in relations
+              for head, tail in _linked(relation, by_id, where, "type")]
+    return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(linked))))
+
+
+def _linked(relation, by_id: dict, where: str, kind: str, reverse: bool = False):
+    """The (head, tail) entity pairs of an annotation tool's relation {"from_id", "to_id", KIND}: its
+    two regions (by their ids in ``by_id``), each region's entities (one per label) paired."""
+    if not isinstance(relation, dict) or any(key not in relation for key in ("from_id", "to_id")):
+        raise DataError(f"{where}: a relation needs \"from_id\" and \"to_id\", got {relation!r:.80}")
+    label = relation.get(kind)
+    if not isinstance(label, str) or not label.strip():
+        raise DataError(f"{where}: the relation from {relation['from_id']!r} to {relation['to_id']!r} has no "
+                        f"{kind} (its relation type); label it, or remove it")
+    ends = []
+    for role in ("from_id", "to_id"):
+        if relation[role] not in by_id:
+            raise DataError(f"{where}: the relation's {role} {relation[role]!r:.40} names no labelled region of the task")
+        ends.append(by_id[relation[role]])
+    heads, tails = ends[::-1] if reverse else ends
+    return [(head, tail) for head in heads for tail in tails]
 
 
 def _task_text(data, where: str) -> str:
@@ -284,11 +318,22 @@ def parse_label_studio(obj, where: str) -> Record:
     if not annotations:
         raise LeftOut("cancelled tasks" if given else "tasks without annotation")
     chosen = next((a for a in annotations if a.get("ground_truth")), annotations[0])
-    entities = []
+    entities, by_id, relations = [], {}, []
     for result in chosen.get("result") or []:
         if isinstance(result, dict) and result.get("type", "labels") == "labels" and "value" in result:
-            entities.extend(_labelled_region(text, result["value"], where))
-    return Record(text, sorted(set(entities)), where)
+            found = _labelled_region(text, result["value"], where)
+            entities.extend(found)
+            if "id" in result:
+                by_id[result["id"]] = found
+    for result in chosen.get("result") or []:
+        if isinstance(result, dict) and result.get("type") == "relation":
+            labels = result.get("labels") or [None]
+            direction = result.get("direction", "right")
+            for label in labels:  # one relation per label, in its direction ("bi": both)
+                for reverse in {"right": (False,), "left": (True,), "bi": (False, True)}.get(direction, (False,)):
+                    relations += [Relation(head, label, tail) for head, tail in
+                                  _linked({**result, "label": label}, by_id, where, "label", reverse)]
+    return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(relations))))
 
 
 def _first_entity(obj: dict) -> Optional[dict]:
@@ -301,22 +346,26 @@ class JsonFormat(NamedTuple):
     entity_keys: Tuple[str, ...]  # the keys that hold its entities (check_entity_keys)
     shows: Callable[[dict], bool]  # whether an object's own keys are this format's (detection)
     annotation_export: bool = False  # a tool's export of tasks: one listed twice is read once
+    report: Optional[Callable[[str, List[Record]], None]] = None  # what a file's records need said (path, records)
 
 
 # The formats, by name (config/schema.py's data.format choices come from these two tables).  A JSON format
 # says how it is read and recognised; detection takes the first whose ``shows`` holds, so the order
 # matters.  A tagged format is the string its tokens are joined with into the text.
 JSON_FORMATS: Dict[str, JsonFormat] = {
+    "duie": JsonFormat(parse_duie, ("spo_list",), lambda o: "spo_list" in o, report=report_mentions),
+    "tokens": JsonFormat(parse_tokens, ("tokens", "entities", "relations"), lambda o: isinstance(o.get("tokens"), list)),
+    "triples": JsonFormat(parse_triples, ("triple_list",), lambda o: "triple_list" in o, report=report_mentions),
     "label-studio": JsonFormat(parse_label_studio, ("annotations",),
                                lambda o: isinstance(o.get("data"), dict) and ("annotations" in o or "predictions" in o),
                                annotation_export=True),
     "cluener": JsonFormat(parse_cluener, ("label",), lambda o: isinstance(o.get("label"), dict)),
-    "doccano": JsonFormat(parse_doccano, DOCCANO_KEYS,
+    "doccano": JsonFormat(parse_doccano, DOCCANO_KEYS + (DOCCANO_RELATIONS,),
                           lambda o: isinstance(o.get("label"), list) or isinstance(o.get("labels"), list) or
                           "start_offset" in (_first_entity(o) or {}) and "start_idx" not in _first_entity(o),
                           annotation_export=True),
     "cmeee": JsonFormat(parse_cmeee, ("entities",), lambda o: "start_idx" in (_first_entity(o) or {})),
-    "jsonl": JsonFormat(parse_jsonl, ("entities",), lambda o: _first_entity(o) is not None),
+    "jsonl": JsonFormat(parse_jsonl, ("entities", "relations"), lambda o: _first_entity(o) is not None),
 }
 
 

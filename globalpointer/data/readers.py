@@ -132,6 +132,8 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
     if not final:
         return records
     policy.report(path)
+    if fmt in JSON_FORMATS and JSON_FORMATS[fmt].report and records:
+        JSON_FORMATS[fmt].report(path, records)
     if not records:
         left_out = f"; left out {policy.left_out_summary()}" if policy.left_out else ""
         raise DataError(f"{path}: no usable records (format {fmt}){left_out}")
@@ -156,5 +158,5 @@ def _drop_duplicate(records: List[Record], seen: Dict[object, Record], obj, wher
 
 def write_jsonl_records(records: List[Record], path: str) -> None:
     """The canonical format, for converting any supported file (``text[start:end]`` == entity)."""
-    atomic_write_text(path, "".join(json.dumps({"text": r.text, "entities": r.entity_dicts()}, ensure_ascii=False) + "\n"
+    atomic_write_text(path, "".join(json.dumps({"text": r.text, **r.dicts()}, ensure_ascii=False) + "\n"
                                     for r in records))

@@ -128,6 +128,7 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     compiled program of the cache (``model_directory.compiled.verified_program`` checks it before the program runs).
     ``checkpoint``: its path, or its ``model_directory.opening.ModelDirectory``; an export is refused."""
     model = open_model(checkpoint)
+    model.refuse_relations("export")
     if model.export:
         raise UserError(f"{requested or model.path} is an export already; export its checkpoint (RUN_DIR/best)")
     checkpoint = model.path

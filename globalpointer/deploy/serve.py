@@ -301,6 +301,7 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     from ..runtime import choose_device, cpu_thread_count
 
     opened = open_model(model)  # the user's directory checked first: an error names its files
+    opened.refuse_relations("serve")
     config = inference_config(opened, overrides, backend=backend)
     limits = config.serve
     credentials = credentials_from_environment()

@@ -1,24 +1,33 @@
 """A model scored on labelled texts: the one evaluation behind ``globalpointer evaluate``,
 ``export --verify``, calibration's reading of the file and training's dev and test reports."""
+import dataclasses
 import json
 import logging
 import time
-from typing import List, NamedTuple, Sequence
+from typing import List, Optional, Sequence
 
 from ..corpus import check_types, load_sources
 from ..data.sources import Sources
 from ..files import atomic_write_json, atomic_write_text
 from ..spans import Entity, Record
 from .metrics import error_summary, span_report
+from .relations import relation_report
 
 log = logging.getLogger("globalpointer")
 
 
-class Evaluation(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """What ``evaluate_records`` gives; unpacks as (records, predicted, report, seconds), and ``found``
+    holds a relation model's predictions (a record per text, its relations too; None for an entity model)."""
     records: List[Record]  # the labelled texts
     predicted: List[List[Entity]]  # per record
-    report: dict  # span_report, with error_summary as "errors"
+    report: dict  # span_report, with error_summary as "errors" (and a relation model's relation_report as "relations")
     seconds: float  # of prediction alone
+    found: Optional[List[Record]] = None
+
+    def __iter__(self):
+        return iter((self.records, self.predicted, self.report, self.seconds))
 
 
 def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True,
@@ -44,7 +53,9 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
     A record whose file annotates some types only is scored on those (``scored_predictions``).  Records of data entries get a
     report per entry too (``sources``), each over its entry's types."""
     started = time.perf_counter()
-    predicted = extractor.extract([record.text for record in records])
+    relational = bool(getattr(extractor, "relations", None))
+    found = extractor.records([record.text for record in records]) if relational else None
+    predicted = [record.entities for record in found] if relational else extractor.extract([r.text for r in records])
     seconds = time.perf_counter() - started
     predicted = scored_predictions(records, predicted)
     gold = [record.entities for record in records]
@@ -53,6 +64,8 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
         [label for label in labels if any(label in record.types for record in records)]
     report = span_report(gold, predicted, scored)
     report["errors"] = error_summary(gold, predicted, labels)
+    if relational:
+        report["relations"] = relation_report(records, found, extractor.relations)
     origins = sorted({record.origin for record in records if record.origin})
     if origins:
         report["sources"] = {}
@@ -61,7 +74,7 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
             types = records[chosen[0]].types or labels
             report["sources"][origin] = span_report([gold[i] for i in chosen], [predicted[i] for i in chosen],
                                                     [label for label in labels if label in types])
-    return Evaluation(list(records), predicted, report, seconds)
+    return Evaluation(list(records), predicted, report, seconds, found)
 
 
 def evaluate_file(ner, path: Sources) -> Evaluation:
@@ -75,10 +88,13 @@ def predictions_path(report_path: str) -> str:
     return stem + ".predictions.jsonl"
 
 
-def write_evaluation(path: str, report: dict, records: Sequence[Record], predicted: Sequence[List[Entity]]) -> None:
-    """The report as JSON at ``path``, and beside it each text with its predicted and gold entities."""
+def write_evaluation(path: str, report: dict, records: Sequence[Record], predicted: Sequence[List[Entity]],
+                     found: Optional[Sequence[Record]] = None) -> None:
+    """The report as JSON at ``path``, and beside it each text with its predicted and gold entities (and
+    a relation model's relations: ``found``)."""
     atomic_write_json(path, report)
-    lines = [json.dumps({"text": r.text, "entities": Record(r.text, p).entity_dicts(with_score=True),
-                         "gold": r.entity_dicts()}, ensure_ascii=False) for r, p in zip(records, predicted)]
+    found = found or [Record(r.text, p) for r, p in zip(records, predicted)]
+    lines = [json.dumps({"text": r.text, **f.dicts(with_score=True, relations=bool(r.relations or f.relations)),
+                         "gold": r.dicts()}, ensure_ascii=False) for r, f in zip(records, found)]
     atomic_write_text(predictions_path(path), "\n".join(lines) + "\n")
     log.info("wrote %s and %s", path, predictions_path(path))

@@ -1,14 +1,16 @@
-"""Texts -> entities with a trained model: tokenize, window, batch, score, decode, merge."""
-from typing import Callable, Dict, Generator, List, Optional, Sequence
+"""Texts -> entities (and a relation model's relations) with a trained model: tokenize, window, batch,
+score, decode, merge."""
+from typing import Callable, Dict, FrozenSet, Generator, List, Optional, Sequence
 
 import numpy as np
 import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
-from ..data.features import Featurizer, Window, window_entities
+from ..data.features import Featurizer, Window, whole_word_spans, window_entities
 from ..model.decode import Threshold, score_logit, select_flat
 from ..model.network import model_inputs
-from ..spans import Entity
+from ..model.relation_head import pair_cells, relation_pairs, split_cells
+from ..spans import Entity, Record, Relation, TokenSpan, from_input, to_entity
 
 
 class Extractor:
@@ -16,14 +18,15 @@ class Extractor:
 
     def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
                  threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False,
-                 whole_words: bool = False):
+                 whole_words: bool = False, relations: Sequence[str] = (), pair_threshold: float = 0.0):
         """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
         maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
         ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
         costs more than in a batch without sharing), where the model can read several texts in a row
         (its ``packs_texts``); otherwise a row per window.  ``whole_words``: no span starts or ends inside
-        a word (a model trained on a file read as words, tokenized in subword pieces)."""
+        a word (a model trained on a file read as words, tokenized in subword pieces).  ``relations``: a
+        relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit)."""
         self.model = model
         self.featurizer = featurizer
         self.labels = list(labels)
@@ -32,6 +35,8 @@ class Extractor:
         self.batch_size = batch_size
         self.pack_texts = pack_texts and getattr(model, "packs_texts", False)
         self.continuations = featurizer.continuations if whole_words else frozenset()
+        self.relations = list(relations)
+        self.pair_threshold = pair_threshold
 
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
@@ -42,7 +47,8 @@ class Extractor:
         return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),
                    score_logit(config.model.min_score) if threshold is None else threshold,
                    batch_size or config.inference.batch_size, pack_texts=config.inference.pack_texts,
-                   whole_words=bool(trained_for.words))
+                   whole_words=bool(trained_for.words), relations=trained_for.relations,
+                   pair_threshold=score_logit(config.model.min_score))
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))
@@ -52,11 +58,21 @@ class Extractor:
         ``batch_size`` rows, default the extractor's) how many passes are left, and returns the
         entities, so that a caller can put other work between the passes of a long call (the service
         does: serve.py)."""
+        records = yield from self.record_steps(texts, batch_size)
+        return [record.entities for record in records]
+
+    def records(self, texts: Sequence[str]) -> List[Record]:
+        return run_steps(self.record_steps(texts))
+
+    def record_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[int, None, List[Record]]:
+        """``extract_steps``, returning a record per text: its entities and a relation model's relations
+        (each reported by the window that owns its head entity, from entities that window holds)."""
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
         windows = self.featurizer.text_windows(texts)
         entities: List[List[Entity]] = [[] for _ in texts]
+        relations: List[List[Relation]] = [[] for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
         batches = self.passes(windows, batch_size)
         for done, members in enumerate(batches, 1):
@@ -65,16 +81,26 @@ class Extractor:
                 if not getattr(self.model, "reads_arrays", False):  # an export's runtime reads numpy
                     inputs = model_inputs(inputs)
                 outputs = self.model(**inputs)
-                for row, spans in zip(members, self.model.decode(outputs, inputs["span_text"], self.threshold)):
-                    for i, own in zip(row, split_row(spans, [lengths[i] for i in row])):
+                decoded = self.model.decode(outputs, inputs["span_text"], self.threshold)
+                cells = pair_cells(outputs, inputs["span_text"], len(self.labels), self.pair_threshold) \
+                    if self.relations else [[] for _ in members]
+                for row, spans, row_cells in zip(members, decoded, cells):
+                    row_lengths = [lengths[i] for i in row]
+                    for i, own, own_cells in zip(row, split_row(spans, row_lengths), split_cells(row_cells, row_lengths)):
                         found = window_entities(windows[i], own, self.labels, self.continuations)
                         entities[windows[i].record_index].extend(found)
+                        if self.relations:
+                            relations[windows[i].record_index].extend(window_relations(
+                                windows[i], own, own_cells, self.labels, self.relations, self.continuations))
             yield len(batches) - done
         if was_training:
             self.model.train()
         if self.flat:
-            return [select_flat(found) for found in entities]
-        return [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
+            entities = [select_flat(found) for found in entities]
+        else:
+            entities = [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
+        return [Record(text, found, relations=kept_relations(found, linked))
+                for text, found, linked in zip(texts, entities, relations)]
 
     def passes(self, windows: Sequence[Window], batch_size: int = 0) -> List[List[List[int]]]:
         """The forward passes over ``windows``: each a list of rows, each row the indices of the windows
@@ -93,3 +119,29 @@ def run_steps(steps: Generator):
             next(steps)
         except StopIteration as done:
             return done.value
+
+
+def kept_relations(entities: Sequence[Entity], relations: Sequence[Relation]) -> tuple:
+    """The relations whose two entities are among a text's ``entities`` (flat decoding may have left one
+    out), each once (its best score), sorted; the entities are the text's own (their scores)."""
+    by_key = {entity.key: entity for entity in entities}
+    best = {}
+    for relation in relations:
+        head, tail = by_key.get(relation.head.key), by_key.get(relation.tail.key)
+        if head is not None and tail is not None and (relation.key not in best or relation.score > best[relation.key].score):
+            best[relation.key] = Relation(head, relation.type, tail, relation.score)
+    return tuple(best[key] for key in sorted(best))
+
+
+def window_relations(window: Window, spans: Sequence[TokenSpan], cells: Sequence, labels: Sequence[str],
+                     relation_types: Sequence[str], continuations: FrozenSet[int] = frozenset()) -> List[Relation]:
+    """Decoded spans and pair cells of one window -> relations between its entities (``relation_head.
+    relation_pairs``), those whose head entity the window owns (as ``window_entities`` reports entities)."""
+    own_from, own_to = window.owned
+    found = []
+    for linked in relation_pairs(whole_word_spans(window, spans, continuations), cells, len(relation_types)):
+        head, tail = from_input(linked.head, 0), from_input(linked.tail, 0)
+        if own_from <= head.start < own_to:
+            found.append(Relation(to_entity(head, window.offsets, labels), relation_types[linked.type],
+                                  to_entity(tail, window.offsets, labels), linked.score))
+    return found

@@ -151,13 +151,15 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
                 input_format = sniff_format(first)
         parsed = [parse_line(raw, "text" if input_format == "auto" else input_format) for raw in chunk]
         readable = [i for i, p in enumerate(parsed) if p.text]
-        found = extractor.extract([parsed[i].text for i in readable])
-        entities_of = dict(zip(readable, found))
+        relational = bool(getattr(extractor, "relations", None))
+        found = extractor.records([parsed[i].text for i in readable]) if relational \
+            else [Record(parsed[i].text, e) for i, e in zip(readable, extractor.extract([parsed[i].text for i in readable]))]
+        found_of = dict(zip(readable, found))
         for i, item in enumerate(parsed):
             payload = item.payload
             if item.text is not None:
-                record = Record(item.text, entities_of.get(i, []))
-                payload = {**payload, "entities": record.entity_dicts(with_score=True)}
+                record = found_of.get(i) or Record(item.text, [])
+                payload = {**payload, **record.dicts(with_score=True, relations=relational)}
             failed += "error" in payload
             writer.write(payload)
         lines += len(chunk)

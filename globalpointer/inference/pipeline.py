@@ -3,6 +3,8 @@
     import globalpointer
     ner = globalpointer.load("runs/quickstart/best")           # a checkpoint or an export
     ner("张三在北京大学读书")                                      # -> [{"start", "end", "type", "text", "score"}]
+    # a relation model: {"entities": [...], "relations": [{"type", "head", "tail", "score"}]}, head and tail
+    # the indices of the relation's two entities in "entities"
     for entities in ner.pipe(open("texts.txt", encoding="utf-8").read().splitlines(), batch_size=64): ...
 
 ``load`` reads the model directory's config, applies overrides (``model__min_score=0.8`` or
@@ -38,6 +40,7 @@ class Pipeline:
         self.model = model
         self.config = config
         self.labels = model.trained_for.labels
+        self.relations = list(model.trained_for.relations)  # a relation model's relation types; none: entities only
         self.runtime = runtime
         self.backend = backend
         self.directory = model.path
@@ -82,6 +85,9 @@ class Pipeline:
     def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
         (``Extractor.extract_steps``)."""
+        if self.relations:  # a relation model: {"entities", "relations"} per text
+            found = yield from self.extractor.record_steps(texts, rows_per_pass)
+            return [record.dicts(with_score=True, relations=True) for record in found]
         found = yield from self.extractor.extract_steps(texts, rows_per_pass)
         return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
 

@@ -230,7 +230,7 @@ class Settings(NamedTuple):
 def _dynamic(directory: str, settings: Settings):
     opened = settings.opened
     return load_network(directory, settings.model, len(opened.trained_for.labels), opened.tokenizer,
-                        opened.architecture)[0]
+                        opened.architecture, len(opened.trained_for.relations))[0]
 
 
 def _paddle_inference(directory: str, settings: Settings):
@@ -328,6 +328,9 @@ def why_not(name: str, model, precision: str, device: str, installed: Callable[[
     """Why backend ``name`` cannot run ``model`` (a ``model_directory.opening.ModelDirectory``) at ``precision`` on
     ``device``; "" when it can."""
     backend, export, directory = BACKENDS[name], model.export, model.path
+    if model.trained_for.relations and name != "dynamic":
+        return (f"inference.backend={name}: {directory} is a relation model, which this version runs in the "
+                f"dynamic graph only (inference.backend=dynamic, from the checkpoint RUN/best)")
     if precision not in backend.files:
         takers = [other for other, entry in BACKENDS.items() if precision in entry.files]
         return f"inference.precision={precision} runs on {' or '.join(takers)}, not {name}"

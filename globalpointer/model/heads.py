@@ -19,6 +19,7 @@ from ..spans import TokenSpan
 from .decode import Threshold, spans_at_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
 from .masks import span_mask, span_mask_bias
+from .relation_head import build_relation_head
 from .rope import RotaryPositionEmbedding
 from .span_autograd import broadcast_scores, pairwise_scores
 
@@ -152,11 +153,15 @@ HEADS: Dict[str, HeadSpec] = {
 
 
 def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
-               tril_mask: bool = True, loss: str = "sparse") -> nn.Layer:
-    """The head ``name`` of ``HEADS`` (the config's ``model.head``) with the model's span settings."""
+               tril_mask: bool = True, loss: str = "sparse", relations: int = 0) -> nn.Layer:
+    """The head ``name`` of ``HEADS`` (the config's ``model.head``) with the model's span settings; with
+    ``relations`` types, GPLinker's relation head over it (``relation_head``)."""
     if name not in HEADS:
         raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
-    return HEADS[name].build(hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask, loss=loss)
+    if relations:
+        check_span_head(name, "a relation model")
+    head = HEADS[name].build(hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask, loss=loss)
+    return build_relation_head(head, EfficientGlobalPointer, hidden_size, relations, head_size) if relations else head
 
 
 def span_head_names() -> List[str]:

@@ -63,10 +63,11 @@ class SpanNetwork(nn.Layer):
         return self.head.decode(logits, span_text, threshold)
 
 
-def build_network(settings, encoder: Encoder, num_types: int) -> SpanNetwork:
-    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout)."""
+def build_network(settings, encoder: Encoder, num_types: int, num_relations: int = 0) -> SpanNetwork:
+    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout);
+    ``num_relations``: relation types, for a relation model (GPLinker, ``relation_head``)."""
     head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
-                      rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss)
+                      rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss, relations=num_relations)
     return SpanNetwork(encoder.model, head, settings.dropout)
 
 
@@ -83,7 +84,8 @@ def load_weights(network: nn.Layer, directory: str) -> None:
     network.set_state_dict({name: paddle.to_tensor(value) for name, value in state.items()})
 
 
-def load_network(directory: str, settings, num_types: int, tokenizer, architecture: dict) -> Tuple[SpanNetwork, Encoder]:
+def load_network(directory: str, settings, num_types: int, tokenizer, architecture: dict,
+                 num_relations: int = 0) -> Tuple[SpanNetwork, Encoder]:
     """The network saved in a model directory (``architecture``: its encoder's config.json, as read;
     and ``WEIGHTS``), ready to predict on the current device."""
     try:
@@ -91,7 +93,7 @@ def load_network(directory: str, settings, num_types: int, tokenizer, architectu
     except Exception as error:  # PaddleNLP raises many kinds for an unreadable config.json
         raise CheckpointError(f"{directory}: cannot rebuild the encoder from config.json ({error})") from None
     encoder = Encoder(encoder_model, tokenizer, encoder_model.config.hidden_size)
-    network = build_network(settings, encoder, num_types)
+    network = build_network(settings, encoder, num_types, num_relations)
     load_weights(network, directory)
     network.eval()
     return network, encoder

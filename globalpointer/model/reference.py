@@ -181,3 +181,18 @@ def select_flat(entities: List[Entity]) -> List[Entity]:
         if all(entity.end <= k.start or entity.start >= k.end for k in kept):
             kept.append(entity)
     return sorted(kept, key=lambda e: (e.start, e.end, e.type))
+
+
+def decode_relations(spans: List[TokenSpan], starts: np.ndarray, ends: np.ndarray,
+                     threshold: float = 0.0) -> List[tuple]:
+    """GPLinker's decoding, cell by cell: ``starts`` and ``ends`` ``[relations, L, L]`` pair logits of one
+    text; (relation, head span, tail span) for every ordered pair of distinct decoded ``spans`` whose
+    (head start, tail start) and (head end, tail end) cells are both above ``threshold``."""
+    found = []
+    for r in range(starts.shape[0]):
+        for head in spans:
+            for tail in spans:
+                if head != tail and starts[r, head.start, tail.start] > threshold \
+                        and ends[r, head.end, tail.end] > threshold:
+                    found.append((r, head, tail))
+    return found

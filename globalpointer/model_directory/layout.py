@@ -6,7 +6,7 @@ A checkpoint: ``WEIGHTS`` (encoder and head), ``CONFIG`` (the run config as trai
 but not how the model is run: ``config.RUN_TIME_KEYS``), ``LABELS`` and ``CHECKPOINT_INFO`` (what
 training resolved: the types in output order, the tokenization, the vocabulary size, every other file's
 size), ``ARCHITECTURE`` and the tokenizer's files (``VOCAB``, ``TOKENIZER_CONFIG``), optionally
-``THRESHOLDS``; ``last/`` adds ``OPTIMIZER_STATE`` and ``TRAINER_STATE`` for --resume.  An export: the
+``THRESHOLDS``, and ``RELATIONS`` for a relation model; ``last/`` adds ``OPTIMIZER_STATE`` and ``TRAINER_STATE`` for --resume.  An export: the
 checkpoint's files but its weights, ``EXPORT_PROGRAM`` + ``PARAMS`` (Paddle Inference), ``EXPORT_INFO``
 (its manifest with sizes), optionally ``ONNX``, ``ONNX_INT8``, ``OPENVINO_INT8`` + ``OPENVINO_INT8_WEIGHTS``.
 """
@@ -19,6 +19,7 @@ from ..files import TEMPORARY_MARKER, previous_versions, read_json
 WEIGHTS = "model.safetensors"  # safetensors: read as data, never executed
 CONFIG = "config.yaml"
 LABELS = "labels.json"
+RELATIONS = "relations.json"  # a relation model's relation types, in output order (no such file: an entity model)
 ARCHITECTURE = "config.json"  # the encoder's, as PaddleNLP saves it
 VOCAB = "vocab.txt"
 OPTIMIZER_STATE = "optimizer.safetensors"  # last/ only, for --resume

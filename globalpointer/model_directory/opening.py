@@ -14,7 +14,7 @@ from ..model.decode import sigmoid
 from ..model.encoders import Encoder, bert_tokenizer, check_position_limit, saved_position_limit
 from ..model.network import SpanNetwork, load_network
 from .compiled import model_digest
-from .layout import (ARCHITECTURE, CHECKPOINT_INFO, CONFIG, LABELS, METADATA_FILES, THRESHOLDS, TOKENIZER_CONFIG,
+from .layout import (ARCHITECTURE, CHECKPOINT_INFO, CONFIG, LABELS, METADATA_FILES, RELATIONS, THRESHOLDS, TOKENIZER_CONFIG,
                      VOCAB, WEIGHTS, check_format_version, check_model_files, is_export, locate_model,
                      read_export_info, recorded_packing)
 
@@ -33,12 +33,14 @@ class TrainedFor(NamedTuple):
     training entity began and ended at a space or a text's edge (``spans.on_word_boundaries``: a file
     read as words; such a model predicts whole words), and the share of training entities that
     overlap another (``spans.overlapping_share``).  None: not recorded, a checkpoint from before it
-    was.  Saved beside the config, which stays as the user wrote it."""
+    was.  ``relations``: a relation model's relation types in output order (none: an entity model).
+    Saved beside the config, which stays as the user wrote it."""
     labels: List[str]
     tokenization: str
     overlapping: Optional[bool] = None
     words: Optional[bool] = None
     overlapping_share: Optional[float] = None
+    relations: Tuple[str, ...] = ()
 
     def decoding(self, decode: str) -> str:
         """``model.decode`` resolved: ``auto`` predicts flat entities for a model trained on flat
@@ -87,15 +89,16 @@ def _check_files(directory: str, names) -> None:
         raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
 
 
-def _read_labels(directory: str) -> List[str]:
+def _read_labels(directory: str, name: str = LABELS) -> List[str]:
+    """labels.json (or a relation model's relations.json): type names, each once, in output order."""
     try:
-        labels = read_json(os.path.join(directory, LABELS))
+        labels = read_json(os.path.join(directory, name))
         assert isinstance(labels, list) and labels and all(isinstance(x, str) and x.strip() for x in labels)
     except (ValueError, AssertionError):
-        raise CheckpointError(f"{directory}/labels.json is corrupted: expected a JSON list of type names") from None
+        raise CheckpointError(f"{directory}/{name} is corrupted: expected a JSON list of type names") from None
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:  # the model's outputs are in label order: a repeated name would rename the types after it
-        raise CheckpointError(f"{directory}/labels.json names {', '.join(repeated)} more than once; restore the file "
+        raise CheckpointError(f"{directory}/{name} names {', '.join(repeated)} more than once; restore the file "
                               f"from the run (every type once, in the order the model was trained with)")
     return labels
 
@@ -156,8 +159,9 @@ def _read_record(directory: str, export_info: Optional[dict] = None) -> Tuple[Ru
     ``export_info``: an export's export.json, None for a checkpoint)."""
     info = _read_info(directory)
     check_model_files(directory, info, export_info)
+    relations = tuple(_read_labels(directory, RELATIONS)) if os.path.isfile(os.path.join(directory, RELATIONS)) else ()
     trained_for = TrainedFor(_read_labels(directory), info["tokenization"], info.get("overlapping_entities"),
-                             info.get("word_boundaries"), info.get("overlapping_entity_share"))
+                             info.get("word_boundaries"), info.get("overlapping_entity_share"), relations)
     record = trained_config(load_config(os.path.join(directory, CONFIG), saved=True), trained_for)
     return record, trained_for, info
 
@@ -246,6 +250,14 @@ class ModelDirectory:
             config = dataclasses.replace(config, data=dataclasses.replace(config.data, limit=0))
         return config
 
+    def refuse_relations(self, command: str) -> None:
+        """A ConfigError for a relation model where ``command`` would give its entities alone: a silent
+        half answer is worse than none."""
+        if self.trained_for.relations:
+            raise ConfigError(f"{self.path} is a relation model ({len(self.trained_for.relations)} relation types): "
+                              f"{command} does not carry relations in this version; predict, evaluate and "
+                              f"globalpointer.load give them")
+
     @property
     def packs_texts(self) -> Optional[bool]:
         """What an export's export.json says of packing texts (``recorded_packing``; None for a checkpoint)."""
@@ -293,5 +305,5 @@ def load_checkpoint(model: Union[str, ModelDirectory], overrides: List = None) -
                               f"(RUN_DIR/best)")
     config = model.run_config(overrides)
     network, encoder = load_network(model.path, config.model, len(model.trained_for.labels), model.tokenizer,
-                                    model.architecture)
+                                    model.architecture, len(model.trained_for.relations))
     return LoadedModel(network, encoder, config, model.trained_for, model.path)

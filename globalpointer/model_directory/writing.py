@@ -7,7 +7,7 @@ from ..files import TEMPORARY_MARKER, directory_being_written, swap_in_directory
 from ..model.encoders import Encoder, save_encoder_files
 from ..model.network import SpanNetwork
 from ..model.weights import save_state
-from .layout import (CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES, TOKENIZER_CONFIG,
+from .layout import (CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES, RELATIONS, TOKENIZER_CONFIG,
                      WEIGHTS, file_record)
 from .opening import TrainedFor
 
@@ -21,8 +21,11 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
             out.write(dump_config(config, leave_out=RUN_TIME_KEYS))
         with open(os.path.join(partial, LABELS), "w", encoding="utf-8") as out:
             json.dump(trained_for.labels, out, ensure_ascii=False, indent=1)
+        if trained_for.relations:
+            with open(os.path.join(partial, RELATIONS), "w", encoding="utf-8") as out:
+                json.dump(list(trained_for.relations), out, ensure_ascii=False, indent=1)
         save_encoder_files(encoder, partial)
-        for name in set(os.listdir(partial)) - {WEIGHTS, TOKENIZER_CONFIG, TEMPORARY_MARKER, *METADATA_FILES}:
+        for name in set(os.listdir(partial)) - {WEIGHTS, TOKENIZER_CONFIG, TEMPORARY_MARKER, RELATIONS, *METADATA_FILES}:
             os.remove(os.path.join(partial, name))  # the rest of what save_pretrained writes: read by no command
         for name, state in (extra_state or {}).items():
             save_state(state, os.path.join(partial, name))

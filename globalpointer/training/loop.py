@@ -7,7 +7,6 @@ import logging
 import math
 import os
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Tuple
 
@@ -20,20 +19,22 @@ from ..config import RunConfig, flatten_config, require_files
 from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
-from ..data.sources import annotated_planes, check_declared, source_paths, sources_name
+from ..data.sources import check_declared, source_paths, sources_name
 from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import format_report, types_scores
+from ..evaluation.relations import headline
 from ..files import RunLock, read_json
 from ..inference.extractor import Extractor
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
-from ..model.heads import HEADS, span_head_names
+from ..model.heads import HEADS
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
+from .checks import measuring_dev, relation_types, training_planes, warn_long_texts
 from .recipes import find_word_embeddings
 from .run import (Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files,
                   remove_unfinished_checkpoints, restore)
@@ -71,6 +72,7 @@ class Training:
     config: RunConfig
     runtime: Runtime
     labels: List[str]
+    relations: List[str]  # a relation model's relation types (none: an entity model)
     dev_records: List[Record]
     test_records: List[Record]
     featurizer: Featurizer
@@ -130,18 +132,13 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     labels = infer_labels(train_records, data.labels, sources_name(data.train, "data.train"))
     config = resolved_encoder(config, train_records)
     encoder, start, labels = starting_point(config, labels)
+    relations = relation_types(train_records, sources_name(data.train, "data.train"), start)
     if start is not None and config.model.encoder == AUTO:  # the trained model's, as its weights are
         config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                        encoder=start.config.model.encoder))
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
-    planes = annotated_planes(train_records, labels)
-    if start is not None and planes is not None:
-        warn_untaught(start.trained_for.labels, planes, config.model.head)
-    if planes is not None and not HEADS[config.model.head].span_scores:
-        raise ConfigError(f"model.head={config.model.head} learns every type at every token, so it cannot leave out "
-                          f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
-                          f"or give the files as plain paths")
+    planes = training_planes(train_records, labels, start, config.model.head)
     check_types(train_records, labels, declared=bool(data.labels))  # the training file first, where a type is new
     dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels)) if data.dev else []
     dev_records = measuring_dev(dev_records, train_records, sources_name(data.dev, "data.dev"))
@@ -154,17 +151,19 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
                  if tokenization == "char" else "the tokenizer's own pieces, as its vocabulary is not Chinese")
     featurizer = featurizer_for(encoder.tokenizer, tokenization, data.max_length, data.window_overlap)
     share = overlapping_share(train_records)
-    trained_for = TrainedFor(labels, featurizer.mode, share > 0, on_word_boundaries(train_records), share)
+    trained_for = TrainedFor(labels, featurizer.mode, share > 0, on_word_boundaries(train_records), share,
+                             tuple(relations))
     config = trained_config(config, trained_for)  # from here on the run reads, and saves, what it trains
     if config.model.decode == "auto":
         log.info("model.decode auto: %s (%.3f%% of the training entities overlap another; nested from %g%%)",
                  trained_for.decoding("auto"), 100 * trained_for.overlapping_share, 100 * NESTED_MIN_SHARE)
-    windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train")
+    windows, alignment = featurizer.training_windows(train_records, {t: i for i, t in enumerate(labels)}, "train",
+                                                     {t: i for i, t in enumerate(relations)})
     warn_long_texts(windows, train_records, data.max_length, sources_name(data.train, "data.train"))
     # Seeded again: loading an encoder may draw random numbers (a first-time conversion builds a
     # model), and the head's initialisation must not depend on whether the cache was warm.
     seed_everything(train.seed)
-    network = build(config.model, encoder, len(labels))
+    network = build(config.model, encoder, len(labels), **({"num_relations": len(relations)} if relations else {}))
     if start is not None:
         start_from(network, start.network)
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network
@@ -189,28 +188,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
         remove_unfinished_checkpoints(run.path)
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
-    return Training(config, runtime, labels, dev_records, test_records, featurizer, windows, alignment, network,
+    return Training(config, runtime, labels, relations, dev_records, test_records, featurizer, windows, alignment, network,
                     optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes)
-
-
-def measuring_dev(dev_records: List[Record], train_records: List[Record], source: str) -> List[Record]:
-    """The dev records, or none where they cannot measure what the model learned, said before training:
-    a file without entities (its F1 is 0 at every evaluation, and the first would be kept), or one whose
-    texts are all training texts (its F1 measures memory).  Without them every planned epoch runs and
-    the last model is kept, as without data.dev."""
-    if not dev_records:
-        return dev_records
-    if not any(record.entities for record in dev_records):
-        log.warning("%s: %d texts and no entity: its F1 would be 0 at every evaluation and choose the first "
-                    "checkpoint; it chooses nothing (name a dev file with entities)", source, len(dev_records))
-        return []
-    trained = {record.text for record in train_records}
-    if all(record.text in trained for record in dev_records):
-        log.warning("%s: every one of its %d texts is a training text (the training file again?): its F1 would "
-                    "measure what the model memorised; it chooses nothing (hold texts out of training for it)",
-                    source, len(dev_records))
-        return []
-    return dev_records
 
 
 def planned_epochs(train, steps_per_epoch: int) -> int:
@@ -255,24 +234,6 @@ def applied_adversarial(train, texts: int, network) -> str:
     return "none"
 
 
-# A training text cut into more windows than this is likely several texts read as one (a tagged file's
-# sentences without blank lines between them): said, not refused (MSRA's longest sentence is 20 windows
-# at data.max_length 128)
-LONG_TEXT_WINDOWS = 50
-
-
-def warn_long_texts(windows, records, max_length: int, source: str) -> None:
-    counts = Counter(window.record_index for window in windows)
-    longest, count = max(counts.items(), key=lambda item: item[1], default=(0, 0))
-    if count > LONG_TEXT_WINDOWS:
-        many = sum(1 for n in counts.values() if n > LONG_TEXT_WINDOWS)
-        log.warning("%s: %d training text(s) longer than %d windows of data.max_length=%d tokens (the longest, text "
-                    "%d, %s characters starting %r, is %d windows): several texts read as one? In a tagged file each "
-                    "sentence ends at a blank line; in JSON lines each text is one line", source, many,
-                    LONG_TEXT_WINDOWS, max_length, longest + 1, f"{len(records[longest].text):,}",
-                    records[longest].text[:30], count)
-
-
 def resolved_encoder(config: RunConfig, train_records: List[Record]) -> RunConfig:
     """``config`` with ``model.encoder: auto`` resolved by the training texts' script (``choose_encoder``);
     a run from ``train.init_from`` resolves it to that model's encoder (``prepare``)."""
@@ -300,18 +261,6 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
              ", ".join(added) or "none")
     return start.encoder, start, known + added
-
-
-def warn_untaught(trained: List[str], planes: np.ndarray, head: str) -> None:
-    """The trained types no training file annotates forget (measured in docs/merging.md): said before
-    the run, not found after it."""
-    untaught = [label for index, label in enumerate(trained) if not planes[:, index].any()]
-    if untaught:
-        shared = (f" and the span scores all types share (model.head={head}) learn the new types: theirs can vanish"
-                  if HEADS[head].shared_scores else " learns the new types")
-        log.warning("train.init_from: no training file annotates %s; they have no example here, and their scores "
-                    "drift as the encoder%s. Add their training files, declared for them (docs/merging.md)",
-                    ", ".join(untaught), shared)
 
 
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
@@ -360,7 +309,8 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
     """One update from its micro-batches; their losses."""
     progress, losses = state.progress, []
     for micro, window_ids in enumerate(step_batches):
-        batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id, state.planes)
+        batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id, state.planes,
+                        len(state.relations))
         loss, dropped = state.stepper.micro_batch(batch, progress.global_step, micro, len(step_batches))
         losses.append(loss)
         progress.dropped_gold += dropped
@@ -457,7 +407,7 @@ def evaluate_on_main(extractor: Extractor, records: List[Record], labels: List[s
     if not records:
         return None, None
     report = evaluate_records(extractor, records, labels).report if runtime.is_main else None
-    f1 = report["micro"]["f1"] if report else 0.0
+    f1 = headline(report)["f1"] if report else 0.0
     if runtime.world_size > 1:
         import paddle.distributed as dist
 

@@ -19,6 +19,7 @@ from ..model_directory.writing import write_checkpoint
 from ..config import PATH_KEYS, RunConfig, dump_config, flatten_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics import types_scores
+from ..evaluation.relations import headline
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions, read_json, remove_unless_held, temporaries)
 from ..model.network import load_weights
@@ -232,7 +233,7 @@ class RunDirectory:
                        improved: bool, steps_per_epoch: int) -> None:
         if not self.runtime.is_main:
             return
-        micro = report["micro"] if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        micro = headline(report) if report else {"precision": 0.0, "recall": 0.0, "f1": 0.0}
         _append_metrics(self.metrics, {
             "step": progress.global_step, "epochs_done": round(progress.global_step / steps_per_epoch, 3),
             "train_loss": round(train_loss, 6), **{k: round(micro[k], 6) for k in ("precision", "recall", "f1")},

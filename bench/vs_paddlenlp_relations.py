@@ -1,0 +1,119 @@
+"""Strict triple F1 and speed of this project's relation model and PaddleNLP's GPLinker layer, trained
+by the same loop on the same encoder, data, batches and epochs.
+
+    python bench/vs_paddlenlp_relations.py --config configs/conll04.yaml [--set KEY=VALUE ...] [--seeds 0,1,2]
+        [--models "ours global_pointer,paddlenlp GPLinker"] [--out runs/vs-relations]
+
+Every model is trained by ``globalpointer.training.loop.train`` from the one config; only the network
+differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation trains it with).  The
+dev file chooses the checkpoint; the test file (when the config names one) is scored at the end.
+Training windows/s are each run's own (runs go one after another, on the same cores); prediction
+texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained.
+"""
+import argparse
+import json
+import logging
+import os
+import statistics
+
+from common import Rows, interleaved_medians, table
+from globalpointer.config import load_config
+from globalpointer.corpus import featurizer_for
+from globalpointer.inference.extractor import Extractor
+from globalpointer.model.network import build_network
+from globalpointer.model_directory.opening import load_checkpoint
+from globalpointer.training.loop import train
+from peer import build_peer_relations
+
+MODELS = {"ours global_pointer": ("global_pointer", build_network),
+          "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
+          "paddlenlp GPLinker": ("efficient_global_pointer", build_peer_relations)}
+
+
+def extractor_of(run: str, build) -> Extractor:
+    """The best checkpoint of ``run``, built by ``build`` (the peer's weights load only into the peer)."""
+    from globalpointer.model.network import load_weights
+    from globalpointer.model_directory.opening import open_model
+
+    opened = open_model(os.path.join(run, "best"))
+    loaded = load_checkpoint(opened) if build is build_network else None
+    config = opened.run_config()
+    if loaded is None:
+        from globalpointer.model.encoders import Encoder, encoder_architecture
+
+        model = encoder_architecture(opened.architecture)
+        network = build(config.model, Encoder(model, opened.tokenizer, model.config.hidden_size),
+                        len(opened.trained_for.labels), len(opened.trained_for.relations))
+        load_weights(network, opened.path)
+        network.eval()
+    else:
+        network = loaded.network
+    featurizer = featurizer_for(opened.tokenizer, opened.trained_for.tokenization, config.data.max_length,
+                                config.data.window_overlap)
+    threshold = None
+    if opened.min_scores is not None:
+        from globalpointer.model.decode import score_logit
+
+        threshold = [score_logit(score) for score in opened.min_scores]
+    return Extractor.for_run(network, featurizer, opened.trained_for, config, threshold)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/conll04.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated train.seed values")
+    parser.add_argument("--models", default="ours global_pointer,paddlenlp GPLinker",
+                        help=f"comma-separated subset of: {', '.join(MODELS)}")
+    parser.add_argument("--out", default="runs/vs-relations", help="the runs are kept here (RUN/<model>-<seed>)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    names = [name.strip() for name in args.models.split(",")]
+    unknown = [name for name in names if name not in MODELS]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r}; choose from: {', '.join(MODELS)}")
+    rows, runs = Rows(), {name: [] for name in names}
+    for seed in [int(seed) for seed in args.seeds.split(",")]:
+        for name in names:
+            head, build = MODELS[name]
+            out = os.path.join(args.out, f"{name.replace(' ', '-')}-{seed}")
+            config = load_config(args.config, args.set + [f"model.head={head}", f"train.seed={seed}", f"output_dir={out}"])
+            summary_path = os.path.join(out, "summary.json")
+            if os.path.isfile(summary_path):  # a finished run is read, not trained again
+                with open(summary_path, encoding="utf-8") as file:
+                    summary = json.load(file)
+            else:
+                summary = train(config, build=build, overwrite=True)
+            training = summary["seconds"] - summary["eval_seconds"]
+            result = {"model": name, "seed": seed, "dev_f1": round(100 * summary["best_dev_f1"], 2),
+                      "test_f1": round(100 * summary["test"]["f1"], 2) if summary.get("test") else None,
+                      "epochs": summary["epochs_completed"],
+                      "train_windows_per_s": round(summary["train_windows"] * summary["epochs_completed"] / training, 2)}
+            runs[name].append((out, result))
+            rows.add(result)
+    dev = load_config(args.config, args.set).data.dev
+    from globalpointer.corpus import load_sources
+
+    texts = [record.text for record in load_sources(dev, load_config(args.config, args.set).data.reading)]
+    extractors = {name: extractor_of(runs[name][0][0], MODELS[name][1]) for name in names}
+    seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
+                                  args.repeats, warmup=1)
+    rows.finish()
+    summary = []
+    for name in names:
+        results = [result for _, result in runs[name]]
+        row = {"model": name, "seeds": len(results)}
+        for key in ("dev_f1", "test_f1"):
+            values = [r[key] for r in results if r[key] is not None]
+            if values:
+                row[key] = f"{statistics.mean(values):.2f} +- {statistics.pstdev(values):.2f}"
+        row["train_windows_per_s"] = round(statistics.median(r["train_windows_per_s"] for r in results), 2)
+        row["predict_texts_per_s"] = round(len(texts) / seconds[name], 1)
+        summary.append(row)
+    print()
+    print(table(summary))
+
+
+if __name__ == "__main__":
+    main()

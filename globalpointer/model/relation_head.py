@@ -1,0 +1,152 @@
+"""GPLinker (Su, 2022): relations on the span head.  One span head scores the entities, as an entity
+model's does; per relation type r, a second head scores (head entity start, tail entity start) in
+plane r and a third (head end, tail end) in plane R + r, over the same encoder.  The two pair heads are
+Efficient GlobalPointers without RoPE, as in the published GPLinker and PaddleNLP's layer: a full
+GlobalPointer's projection per relation plane doubled the training step on DuIE's 55 relation types.  A relation of type r
+from entity h to entity t is kept when h and t are decoded entities and both of its pair cells are above
+the threshold (``relation_pairs``).
+
+The three heads' logits travel as one tensor ``[batch, types + 2 * relations, L, L]``: the entity
+planes first (masked as an entity head masks them), then the pair planes, masked to cells whose two
+tokens are text tokens of the same text of the row, in either order (a subject may follow its object).
+One output keeps every backend's call signature; ``entity_logits`` and ``pair_logits`` split it.
+The loss is the entity head's on its planes plus the pair planes' mean loss times two: the sum of the
+three heads' mean losses, as GPLinker trains them.  The plain formula of the decoding:
+``reference.decode_relations``.
+"""
+import bisect
+import itertools
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import paddle
+from paddle import nn
+
+from ..spans import TokenSpan
+from .decode import Threshold, sigmoid
+from .loss import count_masked_gold, sparse_span_loss
+from .masks import span_mask, span_mask_bias
+
+
+class PairCell(NamedTuple):
+    """A pair plane's cell above the threshold: ``plane`` < R: (head start, tail start) of relation
+    ``plane``; R <= plane < 2R: (head end, tail end) of relation ``plane - R``; positions as the row's."""
+    plane: int
+    row: int
+    column: int
+    score: float
+
+
+class RelationSpan(NamedTuple):
+    """A decoded relation over token spans: the relation type's index, its two entities' spans."""
+    type: int
+    head: TokenSpan
+    tail: TokenSpan
+    score: float
+
+
+class RelationHead(nn.Layer):
+    packs_texts = True
+
+    def __init__(self, entity_head: nn.Layer, starts_head: nn.Layer, ends_head: nn.Layer, num_relations: int):
+        super().__init__()
+        self.entity = entity_head
+        self.starts = starts_head  # num_relations planes each, no tril mask
+        self.ends = ends_head
+        self.num_types = entity_head.num_types
+        self.num_relations = num_relations
+        self.tril_mask = entity_head.tril_mask  # of the entity planes: what smoothing and decoding read
+        self.smooths_boundaries = entity_head.smooths_boundaries  # of the entity gold rows only
+
+    def forward(self, hidden: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
+        with paddle.amp.auto_cast(enable=False):
+            hidden = hidden.astype("float32")
+            entities = self.entity.score(hidden, span_mask_bias(span_text, self.entity.tril_mask))
+            pair_bias = span_mask_bias(span_text, False)
+            return paddle.concat([entities, self.starts.score(hidden, pair_bias), self.ends.score(hidden, pair_bias)],
+                                 axis=1)
+
+    def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor,
+             planes: Optional[paddle.Tensor] = None, soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None,
+             pairs: Optional[paddle.Tensor] = None) -> Tuple[paddle.Tensor, int]:
+        """The entity head's loss on the entity planes (``gold``, ``planes``, ``soft`` as for an entity
+        head) plus twice the mean loss of the pair planes, whose gold cells are ``pairs`` ``[batch, P, 3]``
+        rows (plane, row, column) padded with -1 (none: no relation in the batch)."""
+        entity_loss, dropped = self.entity.loss(logits[:, :self.num_types], gold, span_text, planes, soft)
+        if pairs is None:
+            pairs = paddle.full([logits.shape[0], 1, 3], -1, dtype="int64")
+        mask = span_mask(span_text, False)
+        pair_loss = sparse_span_loss(logits[:, self.num_types:], pairs, mask)
+        return entity_loss + 2 * pair_loss, dropped + count_masked_gold(pairs, mask)
+
+    def decode(self, logits, span_text, threshold: Threshold) -> List[List[TokenSpan]]:
+        """The entity spans, as an entity head decodes them from the entity planes."""
+        return self.entity.decode(logits[:, :self.num_types], span_text, threshold)
+
+
+def _host(array) -> np.ndarray:
+    return array.numpy() if hasattr(array, "numpy") else np.asarray(array)
+
+
+def pair_cells(logits, span_text, num_types: int, threshold: float) -> List[List[PairCell]]:
+    """The pair planes' cells above ``threshold`` (one logit) inside the pair mask, per row; ``logits``
+    the whole ``[batch, types + 2R, L, L]`` output (a tensor, or an array on the host)."""
+    planes = _host(logits[:, num_types:])
+    span_text = _host(span_text)
+    found: List[List[PairCell]] = [[] for _ in range(logits.shape[0])]
+    flat = np.flatnonzero(planes > threshold)  # as decode.decode_logit_array: far faster than argwhere
+    if not flat.size:
+        return found
+    above = np.stack(np.unravel_index(flat, planes.shape), axis=1)
+    text = np.asarray(span_text).astype("int64")
+    row, start, end = above[:, 0], above[:, 2], above[:, 3]
+    keep = (text[row, start] > 0) & (text[row, start] == text[row, end])
+    above = above[keep]
+    scores = sigmoid(planes[tuple(above.T)].astype("float64"))
+    for (b, plane, i, j), score in zip(above.tolist(), scores.tolist()):
+        found[b].append(PairCell(plane, i, j, score))
+    return found
+
+
+def split_cells(cells: Sequence[PairCell], window_lengths: Sequence[int]) -> List[List[PairCell]]:
+    """A row's pair cells -> each window's, over its input positions (as ``batching.split_row`` splits
+    spans: the pair mask keeps both positions of a cell in one text)."""
+    starts = list(itertools.accumulate(window_lengths, initial=0))
+    found: List[List[PairCell]] = [[] for _ in window_lengths]
+    for cell in cells:
+        window = bisect.bisect_right(starts, cell.row) - 1
+        shift = starts[window]
+        found[window].append(cell._replace(row=cell.row - shift, column=cell.column - shift))
+    return found
+
+
+def relation_pairs(spans: Sequence[TokenSpan], cells: Sequence[PairCell], num_relations: int) -> List[RelationSpan]:
+    """GPLinker's decoding over one text's (or window's) entity spans and pair cells (the same
+    positions): relation r from h to t wherever (r, h.start, t.start) and (R + r, h.end, t.end) are
+    both cells; its score the lower of the two cells'."""
+    starts = {(c.plane, c.row, c.column): c.score for c in cells if c.plane < num_relations}
+    ends = {(c.plane - num_relations, c.row, c.column): c.score for c in cells if c.plane >= num_relations}
+    if not starts or not ends:
+        return []
+    by_start = {}
+    for (r, i, j) in starts:
+        by_start.setdefault((i, j), []).append(r)
+    found = []
+    for head in spans:
+        for tail in spans:
+            if head == tail:
+                continue
+            for r in by_start.get((head.start, tail.start), ()):
+                end_score = ends.get((r, head.end, tail.end))
+                if end_score is not None:
+                    found.append(RelationSpan(r, head, tail, min(starts[r, head.start, tail.start], end_score)))
+    return found
+
+
+def build_relation_head(entity_head: nn.Layer, pair_head_class, hidden_size: int, num_relations: int,
+                        head_size: int) -> RelationHead:
+    """``entity_head``: built as an entity model's; ``pair_head_class``: the pair heads' (heads.py's
+    EfficientGlobalPointer)."""
+    starts, ends = (pair_head_class(hidden_size, num_relations, head_size=head_size, rope=False, tril_mask=False)
+                    for _ in range(2))
+    return RelationHead(entity_head, starts, ends, num_relations)

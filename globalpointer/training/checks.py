@@ -1,0 +1,94 @@
+"""What a run checks of its data before it trains, each said before the first step rather than found
+after the last: the types each file annotates, the relation types, a dev file that can measure, texts
+that look like several read as one."""
+import logging
+from collections import Counter
+from typing import List, Optional
+
+import numpy as np
+
+from ..data.relation_formats import relation_counts
+from ..data.sources import annotated_planes
+from ..errors import ConfigError
+from ..model.heads import HEADS, span_head_names
+from ..model_directory.opening import LoadedModel
+from ..spans import Record
+
+log = logging.getLogger(__name__)
+
+
+def training_planes(train_records: List[Record], labels: List[str], start: Optional[LoadedModel],
+                    head: str) -> Optional[np.ndarray]:
+    """The types each training record annotates (``sources.annotated_planes``; None: all), checked against
+    the head, and the trained types no file annotates said (``warn_untaught``)."""
+    planes = annotated_planes(train_records, labels)
+    if start is not None and planes is not None:
+        warn_untaught(start.trained_for.labels, planes, head)
+    if planes is not None and not HEADS[head].span_scores:
+        raise ConfigError(f"model.head={head} learns every type at every token, so it cannot leave out "
+                          f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
+                          f"or give the files as plain paths")
+    return planes
+
+
+def relation_types(train_records: List[Record], source: str, start: Optional[LoadedModel]) -> List[str]:
+    """The relation types of the training records (none: an entity model), said with their counts; a
+    run from a trained model (``start``) must have its relation types, in its order."""
+    counts = relation_counts(train_records)
+    if counts:
+        log.info("%s: relation types %s", source, ", ".join(f"{kind} {count}" for kind, count in counts.items()))
+    if start is not None and list(start.trained_for.relations) != list(counts):
+        raise ConfigError(f"train.init_from: {start.directory} was trained for the relation types "
+                          f"{', '.join(start.trained_for.relations) or 'none'}, the training data has "
+                          f"{', '.join(counts) or 'none'}; a run from a trained model keeps its relation types")
+    return list(counts)
+
+
+def measuring_dev(dev_records: List[Record], train_records: List[Record], source: str) -> List[Record]:
+    """The dev records, or none where they cannot measure what the model learned, said before training:
+    a file without entities (its F1 is 0 at every evaluation, and the first would be kept), or one whose
+    texts are all training texts (its F1 measures memory).  Without them every planned epoch runs and
+    the last model is kept, as without data.dev."""
+    if not dev_records:
+        return dev_records
+    if not any(record.entities for record in dev_records):
+        log.warning("%s: %d texts and no entity: its F1 would be 0 at every evaluation and choose the first "
+                    "checkpoint; it chooses nothing (name a dev file with entities)", source, len(dev_records))
+        return []
+    trained = {record.text for record in train_records}
+    if all(record.text in trained for record in dev_records):
+        log.warning("%s: every one of its %d texts is a training text (the training file again?): its F1 would "
+                    "measure what the model memorised; it chooses nothing (hold texts out of training for it)",
+                    source, len(dev_records))
+        return []
+    return dev_records
+
+
+# A training text cut into more windows than this is likely several texts read as one (a tagged file's
+# sentences without blank lines between them): said, not refused (MSRA's longest sentence is 20 windows
+# at data.max_length 128)
+LONG_TEXT_WINDOWS = 50
+
+
+def warn_long_texts(windows, records, max_length: int, source: str) -> None:
+    counts = Counter(window.record_index for window in windows)
+    longest, count = max(counts.items(), key=lambda item: item[1], default=(0, 0))
+    if count > LONG_TEXT_WINDOWS:
+        many = sum(1 for n in counts.values() if n > LONG_TEXT_WINDOWS)
+        log.warning("%s: %d training text(s) longer than %d windows of data.max_length=%d tokens (the longest, text "
+                    "%d, %s characters starting %r, is %d windows): several texts read as one? In a tagged file each "
+                    "sentence ends at a blank line; in JSON lines each text is one line", source, many,
+                    LONG_TEXT_WINDOWS, max_length, longest + 1, f"{len(records[longest].text):,}",
+                    records[longest].text[:30], count)
+
+
+def warn_untaught(trained: List[str], planes: np.ndarray, head: str) -> None:
+    """The trained types no training file annotates forget (measured in docs/merging.md): said before
+    the run, not found after it."""
+    untaught = [label for index, label in enumerate(trained) if not planes[:, index].any()]
+    if untaught:
+        shared = (f" and the span scores all types share (model.head={head}) learn the new types: theirs can vanish"
+                  if HEADS[head].shared_scores else " learns the new types")
+        log.warning("train.init_from: no training file annotates %s; they have no example here, and their scores "
+                    "drift as the encoder%s. Add their training files, declared for them (docs/merging.md)",
+                    ", ".join(untaught), shared)

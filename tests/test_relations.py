@@ -1,0 +1,299 @@
+"""Relations (GPLinker): the readers of relation data, the pair head's loss and decoding against plain
+formulas, strict and string-level triple scores, and a relation model from train to predict and load."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import paddle
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from globalpointer.data.readers import read_records, write_jsonl_records
+from globalpointer.errors import DataError
+from globalpointer.evaluation.relations import judge_relations, relation_report, string_triples
+from globalpointer.model import reference
+from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs, split_cells
+from globalpointer.spans import Entity, Record, Relation, TokenSpan
+from helpers import ROOT
+
+DUIE_LINE = {"text": "2011年，36岁的张智尧在《楚留香新传》里饰演楚留香，依旧帅气", "spo_list": [
+    {"predicate": "主演", "object_type": {"@value": "人物"}, "subject_type": "影视作品", "object": {"@value": "张智尧"},
+     "subject": "楚留香新传"},
+    {"predicate": "饰演", "object_type": {"inWork": "影视作品", "@value": "人物"}, "subject_type": "娱乐人物",
+     "object": {"inWork": "楚留香新传", "@value": "楚留香"}, "subject": "张智尧"}]}
+
+
+def write_lines(path, objects):
+    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
+    return str(path)
+
+
+def triples(record):
+    return sorted((record.text[r.head.start:r.head.end], r.head.type, r.type, record.text[r.tail.start:r.tail.end],
+                   r.tail.type) for r in record.relations)
+
+
+def test_duie_lines_are_read_with_their_complex_objects_as_slot_relations(tmp_path):
+    record, = read_records(write_lines(tmp_path / "duie.json", [DUIE_LINE]))
+    assert triples(record) == [("张智尧", "娱乐人物", "饰演", "楚留香", "人物"),
+                               ("张智尧", "娱乐人物", "饰演@inWork", "楚留香新传", "影视作品"),
+                               ("楚留香新传", "影视作品", "主演", "张智尧", "人物")]
+    # "楚留香" occurs twice (alone and in the title): the first occurrence is taken
+    role = next(r for r in record.relations if r.type == "饰演")
+    assert role.tail.start == record.text.index("楚留香")
+    assert all(e in record.entities for r in record.relations for e in (r.head, r.tail))
+    # the string-level unit joins the slot back: one triple with both of its object's slots
+    assert ("张智尧", "饰演", (("@value", "楚留香"), ("inWork", "楚留香新传"))) in string_triples(record, record.relations)
+
+
+def test_a_mention_missing_from_its_text_names_the_line_and_the_mention(tmp_path):
+    bad = {**DUIE_LINE, "spo_list": [{**DUIE_LINE["spo_list"][0], "object": {"@value": "李四"}}]}
+    path = write_lines(tmp_path / "duie.json", [DUIE_LINE, bad])
+    with pytest.raises(DataError, match=r"duie.json:2: triple 1: '李四' does not occur in the text"):
+        read_records(path)
+    assert len(read_records(path, on_error="skip")) == 1
+
+
+def test_both_token_offset_shapes_read_the_same_relations(tmp_path):
+    tokens = ["John", "Smith", "works", "for", "Acme", "Corp", "in", "Boston", "."]
+    spert = {"tokens": tokens, "entities": [{"type": "Peop", "start": 0, "end": 2}, {"type": "Org", "start": 4, "end": 6},
+                                            {"type": "Loc", "start": 7, "end": 8}],
+             "relations": [{"type": "Work_For", "head": 0, "tail": 1}, {"type": "OrgBased_In", "head": 1, "tail": 2}]}
+    lists = {"tokens": tokens, "entities": [[0, 2, "Peop"], [4, 6, "Org"], [7, 8, "Loc"]],
+             "relations": [[0, 2, 4, 6, "Work_For"], [4, 6, 7, 8, "OrgBased_In"]]}
+    a, = read_records(write_lines(tmp_path / "spert.json", [spert]))
+    b, = read_records(write_lines(tmp_path / "lists.json", [lists]))
+    assert a.text == "John Smith works for Acme Corp in Boston ."
+    assert triples(a) == triples(b) == [("Acme Corp", "Org", "OrgBased_In", "Boston", "Loc"),
+                                        ("John Smith", "Peop", "Work_For", "Acme Corp", "Org")]
+    with pytest.raises(DataError, match=r"lists.json:1: relation 0: tokens \[0, 3\) are none of the record's entities"):
+        read_records(write_lines(tmp_path / "lists.json", [{**lists, "relations": [[0, 3, 4, 6, "Work_For"]]}]))
+
+
+def test_the_public_relation_sets_read_as_their_readme_counts_them(shared_data):
+    root = os.path.join(os.path.dirname(ROOT), "shared", "data", "relations")
+    if not os.path.isdir(root):
+        pytest.skip(f"no relation sets in {root}")
+    counts = {name: sum(len(r.relations) for r in read_records(os.path.join(root, name)))
+              for name in ("conll04/test.json", "scierc/dev.json")}
+    assert counts == {"conll04/test.json": 422, "scierc/dev.json": 455}
+    path = os.path.join(root, "duie2-subset/dev.json")
+    dev = read_records(path)
+    # the README's 3,656 triples, one listed twice in its line read once; each extra slot of a complex
+    # object a relation of its own
+    with open(path, encoding="utf-8") as lines:
+        raw = [json.loads(line)["spo_list"] for line in lines]
+    assert sum(map(len, raw)) == 3656
+    distinct = sum(len({(s["subject"], s["predicate"], s["object"]["@value"]) for s in spo}) for spo in raw)
+    slots = sum(len({(s["subject"], s["predicate"], k, v) for s in spo for k, v in s["object"].items() if k != "@value"})
+                for spo in raw)
+    assert len(dev) == 2000 and sum(len(r.relations) for r in dev) == distinct + slots == 3655 + 109
+
+
+def test_triple_lists_and_annotation_tools_relations_are_read(tmp_path):
+    record, = read_records(write_lines(tmp_path / "t.json", [
+        {"text": "Alice founded Acme in Paris.", "triple_list": [["Alice", "founder_of", "Acme"]]}]))
+    assert triples(record) == [("Alice", "ENTITY", "founder_of", "Acme", "ENTITY")]
+    doccano = {"id": 1, "text": "Alice founded Acme.", "entities": [
+        {"id": 7, "label": "PER", "start_offset": 0, "end_offset": 5}, {"id": 8, "label": "ORG", "start_offset": 14,
+                                                                          "end_offset": 18}],
+        "relations": [{"id": 3, "from_id": 7, "to_id": 8, "type": "founded"}]}
+    record, = read_records(write_lines(tmp_path / "d.jsonl", [doccano]))
+    assert triples(record) == [("Alice", "PER", "founded", "Acme", "ORG")]
+    task = {"id": 5, "data": {"text": "Alice founded Acme."}, "annotations": [{"result": [
+        {"id": "a", "type": "labels", "from_name": "label", "to_name": "text",
+         "value": {"start": 0, "end": 5, "text": "Alice", "labels": ["PER"]}},
+        {"id": "b", "type": "labels", "from_name": "label", "to_name": "text",
+         "value": {"start": 14, "end": 18, "text": "Acme", "labels": ["ORG"]}},
+        {"type": "relation", "from_id": "b", "to_id": "a", "direction": "left", "labels": ["founded"]}]}]}
+    (tmp_path / "ls.json").write_text(json.dumps([task]), encoding="utf-8")
+    record, = read_records(str(tmp_path / "ls.json"))
+    assert triples(record) == [("Alice", "PER", "founded", "Acme", "ORG")]  # "left": from the to_id region
+
+
+def test_the_project_jsonl_writes_and_reads_relations_back(tmp_path):
+    record, = read_records(write_lines(tmp_path / "duie.json", [DUIE_LINE]))
+    write_jsonl_records([record], str(tmp_path / "out.jsonl"))
+    again, = read_records(str(tmp_path / "out.jsonl"))
+    assert (again.text, again.entities, again.relations) == (record.text, record.entities, record.relations)
+    with pytest.raises(DataError, match=r"relation 0: tail 9 is no index into the line's 2 entities"):
+        read_records(write_lines(tmp_path / "bad.jsonl", [{"text": "ab cd", "entities": [
+            {"start": 0, "end": 2, "type": "X"}, {"start": 3, "end": 5, "type": "X"}],
+            "relations": [{"type": "r", "head": 0, "tail": 9}]}]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 3), st.integers(3, 9))
+def test_relation_decoding_is_the_plain_formula(seed, relations, length):
+    rng = np.random.default_rng(seed)
+    spans = sorted({TokenSpan(int(rng.integers(2)), int(s), int(s + rng.integers(0, length - s)))
+                    for s in rng.integers(0, length, 5)})
+    starts, ends = rng.normal(size=(2, relations, length, length))
+    cells = [PairCell(part * relations + r, i, j, 0.5) for part, planes in enumerate([starts, ends])
+             for r, i, j in zip(*np.nonzero(planes > 0))]
+    found = sorted((r.type, r.head, r.tail) for r in relation_pairs(spans, cells, relations))
+    assert found == sorted(reference.decode_relations(spans, starts, ends))
+
+
+def test_pair_cells_split_by_window_as_spans_do():
+    cells = [PairCell(0, 1, 3, 0.9), PairCell(1, 6, 7, 0.8)]
+    assert split_cells(cells, [5, 4]) == [[PairCell(0, 1, 3, 0.9)], [PairCell(1, 1, 2, 0.8)]]
+
+
+def test_the_relation_loss_is_the_three_heads_mean_losses_summed():
+    from globalpointer.model.heads import EfficientGlobalPointer, GlobalPointer
+    from globalpointer.model.relation_head import build_relation_head
+
+    paddle.seed(3)
+    types, relations, length, hidden = 2, 3, 6, 8
+    head = build_relation_head(GlobalPointer(hidden, types, head_size=4), EfficientGlobalPointer, hidden, relations, 4)
+    x = paddle.randn([2, length, hidden])
+    span_text = paddle.to_tensor([[0, 1, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0]])
+    logits = head(x, span_text)
+    assert logits.shape == [2, types + 2 * relations, length, length]
+    gold = paddle.to_tensor([[[0, 1, 2], [1, 3, 3]], [[1, 1, 1], [-1, -1, -1]]])
+    pairs = paddle.to_tensor([[[0, 1, 3], [3, 2, 3]], [[2, 3, 1], [-1, -1, -1]]])  # start plane 0, end plane 3...
+    value, dropped = head.loss(logits, gold, span_text, pairs=pairs)
+    scores, text = logits.numpy().astype("float64"), span_text.numpy() > 0
+    labels = np.zeros(scores.shape)
+    for b, rows in enumerate(gold.numpy()):
+        for kind, i, j in rows:
+            if kind >= 0:
+                labels[b, kind, i, j] = 1
+    for b, rows in enumerate(pairs.numpy()):
+        for plane, i, j in rows:
+            if plane >= 0:
+                labels[b, types + plane, i, j] = 1
+    entity = reference.multilabel_cross_entropy(scores[:, :types], labels[:, :types], reference.open_cells(text))
+    cells = reference.open_cells(text, tril_mask=False)
+    starts = reference.multilabel_cross_entropy(scores[:, types:types + relations], labels[:, types:types + relations], cells)
+    ends = reference.multilabel_cross_entropy(scores[:, types + relations:], labels[:, types + relations:], cells)
+    assert float(value) == pytest.approx(entity + starts + ends, rel=1e-5)
+    assert dropped == 0
+
+
+def test_strict_and_string_triples_and_the_error_kinds():
+    text = "Alice met Bob at Acme in Paris"
+    alice, bob, acme, paris = (Entity(0, 5, "PER"), Entity(10, 13, "PER"), Entity(17, 21, "ORG"), Entity(25, 30, "LOC"))
+    gold = Record(text, [alice, bob, acme, paris], relations=(
+        Relation(alice, "knows", bob), Relation(acme, "based_in", paris), Relation(bob, "works_for", acme),
+        Relation(alice, "works_for", acme)))
+    found = Record(text, [alice, bob, acme, paris, Entity(17, 20, "ORG")], relations=(
+        Relation(alice, "knows", bob),  # correct
+        Relation(paris, "based_in", acme),  # reversed
+        Relation(bob, "knows", acme),  # wrong relation for (bob, works_for, acme)
+        Relation(alice, "works_for", Entity(17, 20, "ORG")),  # a boundary off
+        Relation(paris, "knows", alice)))  # spurious
+    report = relation_report([gold], [found], ["knows", "based_in", "works_for"])
+    assert report["micro"]["correct"] == 1 and report["micro"]["predicted"] == 5 and report["micro"]["support"] == 4
+    assert report["errors"] == {"reversed": 1, "wrong_relation": 1, "wrong_boundary": 1, "spurious": 1, "missed": 0}
+    assert report["per_type"]["knows"]["precision"] == pytest.approx(1 / 3)  # 3 predicted, 1 right
+    assert report["string"]["correct"] == 1  # the string unit compares texts: "Acm" is not "Acme"
+    assert judge_relations(gold.relations, ())["missed"] == 4
+
+
+def test_entity_only_heads_are_built_as_before():
+    from globalpointer.model.heads import GlobalPointer, build_head
+
+    assert type(build_head("global_pointer", 8, 3, head_size=4)) is GlobalPointer
+    assert isinstance(build_head("global_pointer", 8, 3, head_size=4, relations=2), RelationHead)
+    from globalpointer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a relation model needs a span head"):
+        build_head("crf_tagger", 8, 3, relations=2)
+
+
+# ---- a relation model, trained on a small learnable task, through every command that reads it ----
+
+PEOPLE, PLACES, FIRMS = ["张三", "李四", "王五"], ["北京", "上海", "广州"], ["华为", "腾讯", "百度"]
+FILL = "的一是在了有和这中大为上个以要他时来用们生到作地于出就分对成会可发年动同工也能下过子说产种面而方后多定行"
+
+
+def relation_lines(count: int, seed: int):
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        person, place, firm = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(FIRMS)
+        pad = "".join(rng.choice(FILL) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.5:
+            text, spo = f"{pad}{person}出生于{place}", [("出生地", person, "人物", place, "地点")]
+        else:
+            text, spo = f"{person}任职于{firm}{pad}", [("就职", person, "人物", firm, "企业")]
+        lines.append({"text": text, "spo_list": [{"predicate": p, "subject": s, "subject_type": st_,
+                                                  "object": {"@value": o}, "object_type": {"@value": ot}}
+                                                 for p, s, st_, o, ot in spo]})
+    return lines
+
+
+@pytest.fixture(scope="module")
+def relation_run(tmp_path_factory):
+    import yaml
+
+    from globalpointer.cli import train_main
+
+    tmp = tmp_path_factory.mktemp("relations")
+    config = {"data": {"train": write_lines(tmp / "train.json", relation_lines(200, 1)),
+                       "dev": write_lines(tmp / "dev.json", relation_lines(40, 2)), "max_length": 24,
+                       "window_overlap": 8},
+              "model": {"encoder": "tiny", "head_size": 16},
+              "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
+                        "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "none"},
+              "device": "cpu", "output_dir": str(tmp / "run")}
+    (tmp / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    assert train_main(["--config", str(tmp / "config.yaml")]) == 0
+    return tmp
+
+
+def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(relation_run, tmp_path):
+    import globalpointer
+
+    best = relation_run / "run" / "best"
+    assert json.loads((best / "relations.json").read_text(encoding="utf-8")) == ["出生地", "就职"]
+    summary = json.loads((relation_run / "run" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["best_dev_f1"] > 0.8  # the strict triple F1 of the dev file, what the run chose by
+    report = json.loads((relation_run / "run" / "dev_report.json").read_text(encoding="utf-8"))
+    assert report["relations"]["micro"]["f1"] == pytest.approx(summary["best_dev_f1"])
+
+    ner = globalpointer.load(str(best))
+    out = ner("李四出生于广州")
+    assert [e["text"] for e in out["entities"]] == ["李四", "广州"]
+    assert [(r["type"], out["entities"][r["head"]]["text"], out["entities"][r["tail"]]["text"]) for r in
+            out["relations"]] == [("出生地", "李四", "广州")]
+    assert 0.5 < out["relations"][0]["score"] <= 1
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("李四出生于广州\n王五任职于百度\n", encoding="utf-8")
+    subprocess.run([sys.executable, os.path.join(ROOT, "predict.py"), "--model", str(best), "--input", str(texts),
+                    "--output", str(tmp_path / "out.jsonl")], check=True, capture_output=True)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == {"text": "李四出生于广州", **out}
+    assert [r["type"] for r in lines[1]["relations"]] == ["就职"]
+    # what predict writes is training data again: the project's JSON lines read its relations back
+    again = read_records(str(tmp_path / "out.jsonl"))
+    assert [triples(r) for r in again] == [[("李四", "人物", "出生地", "广州", "地点")],
+                                           [("王五", "人物", "就职", "百度", "企业")]]
+
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--model", str(best), "--data",
+                             str(relation_run / "dev.json"), "--output", str(tmp_path / "report.json")],
+                            capture_output=True, text=True, check=True)
+    assert "micro (strict)" in result.stdout and "micro (string, DuIE)" in result.stdout
+    written = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert written["relations"]["micro"]["f1"] == pytest.approx(report["relations"]["micro"]["f1"])
+    first = json.loads((tmp_path / "report.predictions.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert "relations" in first and "relations" in first["gold"]
+
+
+@pytest.mark.parametrize("command", [["export", "--output", "{tmp}/export"], ["serve", "--port", "0"],
+                                     ["label-studio-backend", "--port", "0"]])
+def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
+    best = relation_run / "run" / "best"
+    args = [part.format(tmp=tmp_path) for part in command]
+    result = subprocess.run([sys.executable, "-m", "globalpointer", *args, "--model", str(best)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"{best} is a relation model (2 relation types)" in result.stderr
+    assert "does not carry relations in this version" in result.stderr
