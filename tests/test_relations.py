@@ -72,8 +72,10 @@ def test_both_token_offset_shapes_read_the_same_relations(tmp_path):
         read_records(write_lines(tmp_path / "lists.json", [{**lists, "relations": [[0, 3, 4, 6, "Work_For"]]}]))
 
 
-def test_the_public_relation_sets_read_as_their_readme_counts_them(shared_data):
-    root = os.path.join(os.path.dirname(ROOT), "shared", "data", "relations")
+def test_the_public_relation_sets_read_as_their_readme_counts_them():
+    from conftest import SHARED_DATA
+
+    root = os.path.join(SHARED_DATA, "relations")
     if not os.path.isdir(root):
         pytest.skip(f"no relation sets in {root}")
     counts = {name: sum(len(r.relations) for r in read_records(os.path.join(root, name)))
@@ -241,7 +243,7 @@ def relation_run(tmp_path_factory):
                        "window_overlap": 8},
               "model": {"encoder": "tiny", "head_size": 16},
               "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
-                        "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "none"},
+                        "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},
               "device": "cpu", "output_dir": str(tmp / "run")}
     (tmp / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     assert train_main(["--config", str(tmp / "config.yaml")]) == 0
@@ -257,6 +259,8 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert summary["best_dev_f1"] > 0.8  # the strict triple F1 of the dev file, what the run chose by
     report = json.loads((relation_run / "run" / "dev_report.json").read_text(encoding="utf-8"))
     assert report["relations"]["micro"]["f1"] == pytest.approx(summary["best_dev_f1"])
+    # entity scores fitted by entity F1 would move the triples the run chose by: not fitted
+    assert "thresholds" not in summary and not (best / "thresholds.json").exists()
 
     ner = globalpointer.load(str(best))
     out = ner("李四出生于广州")
@@ -288,7 +292,7 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
 
 
 @pytest.mark.parametrize("command", [["export", "--output", "{tmp}/export"], ["serve", "--port", "0"],
-                                     ["label-studio-backend", "--port", "0"]])
+                                     ["label-studio-backend", "--port", "0"], ["calibrate", "--data", "{tmp}/x.json"]])
 def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
     best = relation_run / "run" / "best"
     args = [part.format(tmp=tmp_path) for part in command]
