@@ -2,6 +2,7 @@
 formulas, strict and string-level triple scores, and a relation model from train to predict and load."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -301,3 +302,32 @@ def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(
     assert result.returncode != 0
     assert f"{best} is a relation model (2 relation types)" in result.stderr
     assert "does not carry relations in this version" in result.stderr
+
+
+def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path):
+    from globalpointer.cli import train_main
+
+    config = str(relation_run / "config.yaml")
+    best = relation_run / "run" / "best"
+    assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "train.epochs=1",
+                       "--set", f"output_dir={tmp_path / 'more'}"]) == 0
+    assert (tmp_path / "more" / "best" / "relations.json").read_bytes() == (best / "relations.json").read_bytes()
+    summary = json.loads((tmp_path / "more" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["best_dev_f1"] > 0.8  # it starts from the trained triples
+    # an interrupted relation run (its last/ checkpoint) continues
+    shutil.copytree(relation_run / "run", tmp_path / "run")
+    subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", config, "--resume", "--resume-anyway",
+                    "--set", "train.epochs=9", "--set", f"output_dir={tmp_path / 'run'}"], check=True,
+                   capture_output=True)  # a process of its own, as a user resumes (Paddle names parameters per process)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))["epochs_completed"] == 9
+
+
+def test_a_model_of_other_relation_types_is_no_start(relation_run, tmp_path):
+    from globalpointer.cli import train_main
+
+    lines = [{**line, "spo_list": [{**spo, "predicate": "住在"} for spo in line["spo_list"]]}
+             for line in relation_lines(20, 3)]
+    train = write_lines(tmp_path / "other.json", lines)
+    code = train_main(["--config", str(relation_run / "config.yaml"), "--set", f"data.train={train}", "--set",
+                       f"train.init_from={relation_run / 'run' / 'best'}", "--set", f"output_dir={tmp_path / 'x'}"])
+    assert code != 0
