@@ -20,7 +20,7 @@ def run(argv, prog):
     from ..data.sources import source_paths
     from ..deploy.export import compile_if_it_pays
     from ..evaluation.evaluate import evaluate_file, predictions_path, write_evaluation
-    from ..evaluation.metrics import format_report
+    from ..evaluation.relations import format_reports
     from ..evaluation.report_html import write_evaluation_page
     from ..inference.file_prediction import count_lines
 
@@ -41,7 +41,7 @@ def run(argv, prog):
     records, predicted, report, _ = evaluation
     report["data"] = path if isinstance(path, str) else [source.name for source in path]
     report["model"] = args.model
-    print(format_report(report))
+    print(format_reports(report))
     if args.html:
         write_evaluation_page(args.html, records, predicted, labels, report)
     if args.output:

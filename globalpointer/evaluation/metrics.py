@@ -70,10 +70,6 @@ def format_report(report: dict) -> str:
         micro = part["micro"]
         lines.append(f"{origin}: precision {micro['precision'] * 100:.2f}, recall {micro['recall'] * 100:.2f}, "
                      f"F1 {micro['f1'] * 100:.2f} ({micro['support']} entities)")
-    if "relations" in report:
-        from .relations import format_relation_report  # relations builds on this module's counts
-
-        lines += ["", format_relation_report(report["relations"])]
     return "\n".join(lines)
 
 

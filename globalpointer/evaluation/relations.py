@@ -7,7 +7,7 @@ from typing import Dict, Sequence
 
 from ..data.relation_formats import VALUE_SLOT, split_slot
 from ..spans import Record, Relation
-from .metrics import _prf
+from .metrics import _prf, format_report
 
 RELATION_ERROR_KINDS = ("reversed", "wrong_relation", "wrong_boundary", "spurious", "missed")
 
@@ -96,6 +96,12 @@ def relation_report(gold: Sequence[Record], predicted: Sequence[Record], relatio
 def headline(report: dict) -> dict:
     """The micro scores a model is chosen and reported by: a relation model's strict triples, else its spans."""
     return report["relations"]["micro"] if "relations" in report else report["micro"]
+
+
+def format_reports(report: dict) -> str:
+    """``metrics.format_report``'s entity table, and a relation model's triples after it."""
+    text = format_report(report)
+    return text + "\n\n" + format_relation_report(report["relations"]) if "relations" in report else text
 
 
 def format_relation_report(report: dict) -> str:

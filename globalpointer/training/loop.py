@@ -23,8 +23,8 @@ from ..data.sources import check_declared, source_paths, sources_name
 from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
-from ..evaluation.metrics import format_report, types_scores
-from ..evaluation.relations import headline
+from ..evaluation.metrics import types_scores
+from ..evaluation.relations import format_reports, headline
 from ..files import RunLock, read_json
 from ..inference.extractor import Extractor
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
@@ -400,7 +400,7 @@ def test_best(state: Training) -> Optional[dict]:
     if not state.runtime.is_main:
         return None
     state.run.write_json("test_report.json", report)
-    tqdm.write("test (best checkpoint):\n" + format_report(report))
+    tqdm.write("test (best checkpoint):\n" + format_reports(report))
     return report["micro"]
 
 
