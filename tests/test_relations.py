@@ -332,3 +332,20 @@ def test_a_model_of_other_relation_types_is_no_start(relation_run, tmp_path):
     code = train_main(["--config", str(relation_run / "config.yaml"), "--set", f"data.train={train}", "--set",
                        f"train.init_from={relation_run / 'run' / 'best'}", "--set", f"output_dir={tmp_path / 'x'}"])
     assert code != 0
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied"])
+def test_a_relation_model_without_its_relation_types_is_refused_naming_the_file(relation_run, tmp_path, damage):
+    import shutil
+
+    import globalpointer
+    from globalpointer.errors import CheckpointError
+
+    best = tmp_path / "best"
+    shutil.copytree(relation_run / "run" / "best", best)
+    if damage == "removed":
+        (best / "relations.json").unlink()
+    else:
+        (best / "relations.json").write_text("", encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"relations\.json"):
+        globalpointer.load(str(best))
