@@ -239,7 +239,8 @@ def relation_run(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("relations")
     config = {"data": {"train": write_lines(tmp / "train.json", relation_lines(200, 1)),
-                       "dev": write_lines(tmp / "dev.json", relation_lines(40, 2)), "max_length": 24,
+                       "dev": write_lines(tmp / "dev.json", relation_lines(40, 2)),
+                       "test": write_lines(tmp / "test.json", relation_lines(40, 4)), "max_length": 24,
                        "window_overlap": 8},
               "model": {"encoder": "tiny", "head_size": 16},
               "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
@@ -259,6 +260,8 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert summary["best_dev_f1"] > 0.8  # the strict triple F1 of the dev file, what the run chose by
     report = json.loads((relation_run / "run" / "dev_report.json").read_text(encoding="utf-8"))
     assert report["relations"]["micro"]["f1"] == pytest.approx(summary["best_dev_f1"])
+    test = json.loads((relation_run / "run" / "test_report.json").read_text(encoding="utf-8"))
+    assert summary["test"] == test["relations"]["micro"] and test["micro"] != test["relations"]["micro"]
     # entity scores fitted by entity F1 would move the triples the run chose by: not fitted
     assert "thresholds" not in summary and not (best / "thresholds.json").exists()
 

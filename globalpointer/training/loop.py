@@ -395,13 +395,13 @@ def fit_best_thresholds(state: Training) -> Optional[dict]:
 
 def test_best(state: Training) -> Optional[dict]:
     """The test report of the best checkpoint (loaded into the network by the main process, which
-    decodes); its micro scores, for the summary."""
+    decodes); its micro scores, for the summary (a relation model's: its strict triples')."""
     report, _ = evaluate_on_main(state.extractor, state.test_records, state.labels, state.runtime)
     if not state.runtime.is_main:
         return None
     state.run.write_json("test_report.json", report)
     tqdm.write("test (best checkpoint):\n" + format_reports(report))
-    return report["micro"]
+    return headline(report)
 
 
 def evaluate_on_main(extractor: Extractor, records: List[Record], labels: List[str],
