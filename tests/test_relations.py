@@ -285,8 +285,10 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
                                            [("王五", "人物", "就职", "百度", "企业")]]
 
     result = subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--model", str(best), "--data",
-                             str(relation_run / "dev.json"), "--output", str(tmp_path / "report.json")],
-                            capture_output=True, text=True, check=True)
+                             str(relation_run / "dev.json"), "--output", str(tmp_path / "report.json"), "--html",
+                             str(tmp_path / "page.html")], capture_output=True, text=True, check=True)
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "<h2>Relations</h2>" in page and "<th>出生地</th>" in page and "micro (string, DuIE)" in page
     assert "micro (strict)" in result.stdout and "micro (string, DuIE)" in result.stdout
     written = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert written["relations"]["micro"]["f1"] == pytest.approx(report["relations"]["micro"]["f1"])

@@ -211,10 +211,25 @@ def _confusion_table(confusion: Dict[str, Dict[str, int]], labels: Sequence[str]
             f"the rest wrong types.</div>")
 
 
+def _relation_table(relations: dict) -> str:
+    """A relation model's strict triple scores per relation type, micro, DuIE's string level, and the
+    wrong triples by kind (``evaluation.relations.relation_report``)."""
+    rows = list(relations["per_type"].items()) + [("micro (strict)", relations["micro"]),
+                                                   ("micro (string, DuIE)", relations["string"])]
+    body = "".join(f"<tr><th>{html.escape(name)}</th>" + "".join(f"<td>{row[k] * 100:.2f}</td>" for k in
+                                                                 ("precision", "recall", "f1"))
+                   + f"<td>{row['support']}</td><td>{row['predicted']}</td></tr>" for name, row in rows)
+    errors = ", ".join(f"{kind.replace('_', ' ')} {count}" for kind, count in relations["errors"].items())
+    return (f"<h2>Relations</h2><table><tr><th>relation</th><th>precision</th><th>recall</th><th>F1</th>"
+            f"<th>gold</th><th>predicted</th></tr>{body}</table>"
+            f'<div class="meta">Wrong triples: {html.escape(errors)}. The texts below draw the entities.</div>')
+
+
 def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[Entity]], labels: Sequence[str],
                 gold: Optional[Sequence[Sequence[Entity]]] = None, summary: Optional[dict] = None,
-                meta: str = "", sources: Sequence[str] = ()) -> str:
-    """The page; with ``gold``, errors are judged and ``summary`` (``metrics.error_summary``) heads it."""
+                meta: str = "", sources: Sequence[str] = (), relations: Optional[dict] = None) -> str:
+    """The page; with ``gold``, errors are judged and ``summary`` (``metrics.error_summary``) heads it;
+    ``relations``: a relation model's ``relation_report``, its table after the entities'."""
     palette = colours(labels)
     blocks = []
     for index, text in enumerate(texts):
@@ -237,6 +252,8 @@ def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[E
                     'gold; solid red outline: spurious, wrong type (its label names the gold type) or wrong '
                     'boundary, and the gold span it was taken for (hover over a bar for details).</div>')
         kinds += ERROR_KINDS
+    if relations is not None:
+        head.append(_relation_table(relations))
     # one button per kind of error; a page without gold has nothing to filter
     buttons = "".join(f'<button data-kind="{k}">{KIND_TEXT.get(k, k)}</button>' for k in kinds if len(kinds) > 1)
     head.append(f'<div class="legend">{legend}</div><div class="filters">{buttons}'
@@ -254,7 +271,7 @@ def write_evaluation_page(path: str, records: Sequence[Record], predicted: Seque
             f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
     atomic_write_text(path, render_page("Evaluation", [r.text for r in records], predicted, labels,
                                         [r.entities for r in records], report["errors"], meta,
-                                        [r.source for r in records]))
+                                        [r.source for r in records], report.get("relations")))
     log.info("wrote %s", path)
 
 
