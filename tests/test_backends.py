@@ -37,8 +37,7 @@ def test_a_new_backend_is_one_entry_in_the_table(trained, monkeypatch):
         choose_backend("counting", checkpoint, installed=lambda name: name != "counting")
     (trained / "elsewhere").mkdir(exist_ok=True)
     with pytest.raises(ConfigError, match="has no model.safetensors"):
-        choose_backend("counting", SimpleNamespace(path=str(trained / "elsewhere"), export=False,
-                                                         trained_for=SimpleNamespace(relations=())))
+        choose_backend("counting", SimpleNamespace(path=str(trained / "elsewhere"), export=False))
 
 
 def test_float16_on_a_checkpoint_is_refused_not_run_in_float32(trained):

@@ -296,8 +296,49 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert "relations" in first and "relations" in first["gold"]
 
 
-@pytest.mark.parametrize("command", [["export", "--output", "{tmp}/export"], ["serve", "--port", "0"],
-                                     ["label-studio-backend", "--port", "0"], ["calibrate", "--data", "{tmp}/x.json"]])
+def test_the_service_answers_a_relation_model_as_predict_does(relation_run):
+    from fastapi.testclient import TestClient
+
+    import globalpointer
+    from globalpointer.deploy import serve
+
+    ner = globalpointer.load(str(relation_run / "run" / "best"))
+    texts = ["李四出生于广州", "王五任职于百度"]
+    with TestClient(serve.create_app(ner, ner.config.serve)) as client:
+        answer = client.post("/v1/extract", json={"texts": texts})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["results"] == [{"text": text, **ner(text)} for text in texts]
+        assert answer.json()["results"][0]["relations"][0]["type"] == "出生地"
+        assert client.get("/v1/labels").json() == {"labels": ner.labels, "relations": ["出生地", "就职"]}
+        schema = client.get("/openapi.json").json()["components"]["schemas"]
+        assert "relations" in schema["Result"]["properties"]
+
+
+def test_an_export_of_a_relation_model_gives_its_triples_on_every_backend(relation_run, tmp_path):
+    import globalpointer
+    from globalpointer.cli import main
+
+    best, export = relation_run / "run" / "best", tmp_path / "export"
+    assert main(["export", "--model", str(best), "--output", str(export), "--onnx", "--quantize", "int8",
+                 "--verify", str(relation_run / "dev.json")]) == 0
+    assert (export / "relations.json").read_bytes() == (best / "relations.json").read_bytes()
+    texts = ["李四出生于广州", "王五任职于百度", "张三出生于北京" * 3]
+    expected = globalpointer.load(str(best))(texts)
+    for backend in ("paddle-inference", "onnxruntime"):
+        found = globalpointer.load(str(export), backend=backend)(texts)
+        assert [[(r["type"], r["head"], r["tail"]) for r in f["relations"]] for f in found] == \
+            [[(r["type"], r["head"], r["tail"]) for r in e["relations"]] for e in expected], backend
+        assert [r["score"] for f in found for r in f["relations"]] == pytest.approx(
+            [r["score"] for e in expected for r in e["relations"]], abs=1e-4)
+    int8 = globalpointer.load(str(export), ["inference.precision=int8"])(texts)
+    assert [r["type"] for f in int8 for r in f["relations"]] == [r["type"] for e in expected for r in e["relations"]]
+    info = json.loads((export / "export.json").read_text(encoding="utf-8"))
+    verified = info["int8"]["onnxruntime"]["verified"]  # on the dev file's strict triples, against float32's
+    report = json.loads((relation_run / "run" / "dev_report.json").read_text(encoding="utf-8"))
+    assert verified["float32"]["f1"] == pytest.approx(100 * report["relations"]["micro"]["f1"], abs=0.01)
+
+
+@pytest.mark.parametrize("command", [["label-studio-backend", "--port", "0"], ["calibrate", "--data", "{tmp}/x.json"]])
 def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
     best = relation_run / "run" / "best"
     args = [part.format(tmp=tmp_path) for part in command]

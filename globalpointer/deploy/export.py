@@ -128,7 +128,6 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     compiled program of the cache (``model_directory.compiled.verified_program`` checks it before the program runs).
     ``checkpoint``: its path, or its ``model_directory.opening.ModelDirectory``; an export is refused."""
     model = open_model(checkpoint)
-    model.refuse_relations("export")
     if model.export:
         raise UserError(f"{requested or model.path} is an export already; export its checkpoint (RUN_DIR/best)")
     checkpoint = model.path
@@ -405,6 +404,7 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
     """Dev scores, agreement and speed of ``model.onnx`` (ONNX Runtime) and each INT8 model of the
     export (``model.int8.xml`` on OpenVINO, ``model.int8.onnx`` on ONNX Runtime) on one labelled file."""
     from ..evaluation.evaluate import evaluate_file
+    from ..evaluation.relations import headline
     from ..inference.pipeline import load
 
     def run(precision: str, backend: str):
@@ -412,7 +412,7 @@ def verify_int8(directory: str, data_path: str) -> List[dict]:
         ner.extractor.extract(["北京大学的张三在上海", "Alice met Bob in Paris"] * 4)  # warm-up: a session's first run allocates
         records, found, report, seconds = evaluate_file(ner, data_path)
         size = sum(os.path.getsize(os.path.join(directory, name)) for name in model_files(backend, precision))
-        return {"model": precision, "backend": backend, "f1": round(100 * report["micro"]["f1"], 2),
+        return {"model": precision, "backend": backend, "f1": round(100 * headline(report)["f1"], 2),
                 "texts_per_second": round(len(records) / seconds, 1), "megabytes": round(size / 1e6, 1)}, found
 
     row, float32 = run("float32", "onnxruntime")

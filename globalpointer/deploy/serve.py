@@ -1,7 +1,8 @@
 """The HTTP service: ``globalpointer serve --model RUN/best [--host H] [--port P] [--set serve.KEY=V]``.
 
 ``POST /v1/extract`` ``{"texts": [...]}`` -> ``{"results": [{"text", "entities": [...]}]}`` (the
-entities of predict.py), ``GET /v1/labels``, ``GET /health``, OpenAPI docs at ``/docs``.
+entities of predict.py, and a relation model's ``relations``), ``GET /v1/labels``, ``GET /health``,
+OpenAPI docs at ``/docs``.
 Concurrent requests are micro-batched and take turns (``MicroBatcher``): one worker thread owns the
 model, gathers waiting requests into jobs that share forward passes, and runs the jobs one forward
 pass (``serve.rows_per_pass`` rows) at a time, so a small request never waits for all of a large one.
@@ -71,9 +72,17 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
         text: str
         score: float = Field(description="sigmoid of the span's logit")
 
+    class RelationOut(BaseModel):
+        type: str
+        head: int = Field(description="the index of its head entity (the subject) in entities")
+        tail: int = Field(description="the index of its tail entity (the object) in entities")
+        score: float = Field(description="the lower of its two pair cells' sigmoids")
+
     class Result(BaseModel):
         text: str
         entities: List[EntityOut]
+        relations: Optional[List[RelationOut]] = Field(None, description="a relation model's triples (absent for "
+                                                                          "an entity model)")
 
     class ExtractResponse(BaseModel):
         results: List[Result]
@@ -90,6 +99,7 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
 
     class Labels(BaseModel):
         labels: List[str] = Field(description="the entity types, in the model's order")
+        relations: Optional[List[str]] = Field(None, description="a relation model's relation types")
 
     class Problem(BaseModel):
         detail: str = Field(description="what was wrong and what would fix it")
@@ -145,7 +155,7 @@ def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[Serv
 
     @app.get("/v1/labels", response_model=models.Labels, operation_id="labels")
     async def labels():
-        return {"labels": ner.labels}
+        return {"labels": ner.labels, **({"relations": ner.relations} if ner.relations else {})}
 
     @app.post("/v1/extract", response_model=models.ExtractResponse, operation_id="extract",
               responses={413: {"model": models.Problem,
@@ -159,7 +169,8 @@ def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[Serv
         found = await predict_for(batcher, texts, request)
         # encoded here: FastAPI's validation of the response against the model costs more than the
         # model itself for small requests (the model above still documents the answer)
-        answer = {"results": [{"text": text, "entities": entities} for text, entities in zip(texts, found)]}
+        answer = {"results": [{"text": text, **item} if ner.relations else {"text": text, "entities": item}
+                              for text, item in zip(texts, found)]}
         return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
 
     app.state.batcher = batcher
@@ -301,7 +312,6 @@ def run_service(model: str, overrides: List[str], backend: Optional[str] = None)
     from ..runtime import choose_device, cpu_thread_count
 
     opened = open_model(model)  # the user's directory checked first: an error names its files
-    opened.refuse_relations("serve")
     config = inference_config(opened, overrides, backend=backend)
     limits = config.serve
     credentials = credentials_from_environment()

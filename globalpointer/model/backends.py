@@ -100,6 +100,7 @@ class _ExportedModel:
     row, as a tagger's CRF does).  It reads and returns numpy arrays: a round trip through Paddle
     tensors took 2% of INT8 prediction."""
     reads_arrays = True
+    entity_planes = 0  # a relation model's entity types: its entity planes come first, then its pair planes
 
     def __init__(self, tril_mask: bool, numbers_texts: bool, packs_texts: Optional[bool] = None):
         self.tril_mask = tril_mask
@@ -113,6 +114,8 @@ class _ExportedModel:
                 for value, dtype in zip(inputs, self.input_dtypes)]
 
     def decode(self, logits: np.ndarray, span_text, threshold):
+        if self.entity_planes:
+            logits = logits[:, :self.entity_planes]
         return decode_logit_array(logits, span_text, self.tril_mask, threshold)
 
 
@@ -233,19 +236,26 @@ def _dynamic(directory: str, settings: Settings):
                         opened.architecture, len(opened.trained_for.relations))[0]
 
 
+def _of_model(exported: _ExportedModel, settings: Settings) -> _ExportedModel:
+    """An exported program, told how many of its output planes are entity planes (a relation model's)."""
+    trained_for = settings.opened.trained_for
+    exported.entity_planes = len(trained_for.labels) if trained_for.relations else 0
+    return exported
+
+
 def _paddle_inference(directory: str, settings: Settings):
-    return PaddleInferenceModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                                settings.precision, settings.tensorrt, settings.packs_texts)
+    return _of_model(PaddleInferenceModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                                          settings.precision, settings.tensorrt, settings.packs_texts), settings)
 
 
 def _onnxruntime(directory: str, settings: Settings):
-    return OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                     model_files("onnxruntime", settings.precision)[0], settings.packs_texts)
+    return _of_model(OnnxModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                               model_files("onnxruntime", settings.precision)[0], settings.packs_texts), settings)
 
 
 def _openvino(directory: str, settings: Settings):
-    return OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
-                         model_files("openvino", settings.precision)[0], settings.packs_texts)
+    return _of_model(OpenVinoModel(directory, settings.model.tril_mask, settings.threads, settings.device,
+                                   model_files("openvino", settings.precision)[0], settings.packs_texts), settings)
 
 
 def _always() -> bool:
@@ -328,9 +338,6 @@ def why_not(name: str, model, precision: str, device: str, installed: Callable[[
     """Why backend ``name`` cannot run ``model`` (a ``model_directory.opening.ModelDirectory``) at ``precision`` on
     ``device``; "" when it can."""
     backend, export, directory = BACKENDS[name], model.export, model.path
-    if model.trained_for.relations and name != "dynamic":
-        return (f"inference.backend={name}: {directory} is a relation model, which this version runs in the "
-                f"dynamic graph only (inference.backend=dynamic, from the checkpoint RUN/best)")
     if precision not in backend.files:
         takers = [other for other, entry in BACKENDS.items() if precision in entry.files]
         return f"inference.precision={precision} runs on {' or '.join(takers)}, not {name}"

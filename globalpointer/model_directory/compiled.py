@@ -191,7 +191,7 @@ def runs_compiled(opened, config: RunConfig) -> bool:
     """Whether a run of ``config`` on the model ``opened`` may run the program compiled from it: a
     checkpoint, ``inference.backend: auto``, and the network the program was compiled from (the
     record's settings, not overridden)."""
-    return (config.inference.backend == "auto" and not opened.export and not opened.trained_for.relations
+    return (config.inference.backend == "auto" and not opened.export
             and network_settings(config) == network_settings(opened.record))
 
 
