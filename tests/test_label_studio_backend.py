@@ -37,8 +37,9 @@ def client_and_model(trained, tmp_path_factory):
 
 
 def test_the_interface_names_the_tags_and_the_text_field():
-    assert read_interface(INTERFACE) == ("ner", "doc", "sentence", ["LOC", "PER"])
-    assert read_interface(labeling_config(["A", "B"])) == ("label", "text", "text", ["A", "B"])
+    assert read_interface(INTERFACE) == ("ner", "doc", "sentence", ["LOC", "PER"], [])
+    assert read_interface(labeling_config(["A", "B"])) == ("label", "text", "text", ["A", "B"], [])
+    assert read_interface(labeling_config(["A"], ["r", "s"])).relations == ["r", "s"]
     with pytest.raises(ValueError, match="no <Labels> tag on a <Text> tag"):
         read_interface('<View><Choices name="c" toName="t"/><Text name="t" value="$text"/></View>')
     with pytest.raises(ValueError, match="not readable XML"):

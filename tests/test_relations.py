@@ -338,7 +338,52 @@ def test_an_export_of_a_relation_model_gives_its_triples_on_every_backend(relati
     assert verified["float32"]["f1"] == pytest.approx(100 * report["relations"]["micro"]["f1"], abs=0.01)
 
 
-@pytest.mark.parametrize("command", [["label-studio-backend", "--port", "0"], ["calibrate", "--data", "{tmp}/x.json"]])
+def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(relation_run, tmp_path):
+    from fastapi.testclient import TestClient
+
+    import globalpointer
+    from globalpointer.deploy.label_studio_backend import create_app
+    from globalpointer.inference.label_studio import labeling_config
+    from test_label_studio_backend import FakeLabelStudio
+
+    best = str(relation_run / "run" / "best")
+    ner = globalpointer.load(best)
+    interface = labeling_config(ner.labels, ner.relations)
+    assert '<Relation value="出生地"/>' in interface
+    # the project's annotations: Label Studio's relation results between labelled regions
+    tasks = []
+    for index, line in enumerate(relation_lines(40, 5)):
+        record, = read_records(write_lines(tmp_path / f"line{index}.json", [line]))
+        regions = [{"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
+                    "value": {"start": e.start, "end": e.end, "text": record.text[e.start:e.end], "labels": [e.type]}}
+                   for k, e in enumerate(record.entities)]
+        links = [{"type": "relation", "from_id": f"r{record.entities.index(r.head)}",
+                  "to_id": f"r{record.entities.index(r.tail)}", "direction": "right", "labels": [r.type]}
+                 for r in record.relations]
+        tasks.append({"id": index, "data": {"text": record.text}, "annotations": [{"id": index, "result": regions + links}]})
+    label_studio = FakeLabelStudio(tasks, "secret-token")
+    app = create_app(best, ner, str(tmp_path / "rounds"), os.path.join(best, "config.yaml"), label_studio.url,
+                     "secret-token")
+    try:
+        with TestClient(app) as client:
+            answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": "李四出生于广州"}}],
+                                                   "label_config": interface})
+            assert answer.status_code == 200, answer.text
+            result = answer.json()["results"][0]["result"]
+            regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}
+            links = [(r["labels"][0], regions[r["from_id"]], regions[r["to_id"]]) for r in result if r["type"] == "relation"]
+            assert links == [("出生地", "李四", "广州")]
+            project = {"id": 7, "label_config": interface}
+            assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
+            assert app.state.trainer.wait_idle(300)
+            assert client.get("/health").json()["last_round"]["state"] == "served", app.state.trainer.last
+    finally:
+        label_studio.shutdown()
+    round_model = tmp_path / "rounds" / "round-001" / "run" / "best"
+    assert json.loads((round_model / "relations.json").read_text(encoding="utf-8")) == ["出生地", "就职"]
+
+
+@pytest.mark.parametrize("command", [["calibrate", "--data", "{tmp}/x.json"]])
 def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
     best = relation_run / "run" / "best"
     args = [part.format(tmp=tmp_path) for part in command]

@@ -46,7 +46,7 @@ def run(argv, prog):
     model = open_model(args.model)
     if args.input != "-":
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
-    if args.output_format != "jsonl":
+    if args.output_format == "doccano":
         model.refuse_relations(f"--output-format {args.output_format}")
     ner = load_for_inference(args, model)
     extractor, runtime = ner.extractor, ner.runtime
@@ -59,7 +59,8 @@ def run(argv, prog):
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
                   on_payload=draw if args.html else None)
     if runtime.rank == 0:
-        offer_labeling_config(ner.labels, args.label_config, OUTPUT_FORMATS[args.output_format].needs_interface)
+        offer_labeling_config(ner.labels, args.label_config, OUTPUT_FORMATS[args.output_format].needs_interface,
+                              ner.relations)
     if runtime.world_size > 1:  # python -m paddle.distributed.launch --nproc_per_node N predict.py ...
         import paddle.distributed
 

@@ -19,16 +19,20 @@ TO_NAME = "text"
 
 
 def prediction_for(entities: Sequence[dict], model_version: str, from_name: str = FROM_NAME,
-                   to_name: str = TO_NAME) -> dict:
+                   to_name: str = TO_NAME, relations: Sequence[dict] = ()) -> dict:
     """One text's entity dicts -> a Label Studio prediction of ``labels`` regions (the tags of the
-    project's interface named by ``from_name`` / ``to_name``).  Its score is its least certain
-    region's, so sorting tasks by it (Label Studio's uncertainty sampling) puts the texts most worth
-    checking first."""
+    project's interface named by ``from_name`` / ``to_name``), and a relation model's relation dicts
+    (``head`` and ``tail`` indexing ``entities``) as ``relation`` results between them.  Its score is
+    its least certain result's, so sorting tasks by it (Label Studio's uncertainty sampling) puts the
+    texts most worth checking first."""
     results = [{"id": f"gp{index}", "from_name": from_name, "to_name": to_name, "type": "labels",
                 "origin": "prediction", "score": entity["score"],
                 "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
                           "labels": [entity["type"]]}}
                for index, entity in enumerate(entities)]
+    results += [{"from_id": f"gp{relation['head']}", "to_id": f"gp{relation['tail']}", "type": "relation",
+                 "direction": "right", "labels": [relation["type"]], "score": relation["score"]}
+                for relation in relations]
     prediction = {"model_version": model_version, "result": results}
     if results:
         prediction["score"] = min(result["score"] for result in results)
@@ -39,26 +43,32 @@ def label_studio_task(payload: dict, model_version: str) -> dict:
     """One predict.py output payload (``text``, ``entities``, other input fields, maybe ``error``)
     -> a task with the entities as its prediction; a line that could not be read keeps its
     ``error`` in the data and gets no prediction."""
-    data = {key: value for key, value in payload.items() if key != "entities"}
+    data = {key: value for key, value in payload.items() if key not in ("entities", "relations")}
     if "error" in payload:
         return {"data": data}
-    return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], model_version)]}
+    return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], model_version,
+                                                         relations=payload.get("relations") or ())]}
 
 
-def labeling_config(labels: Sequence[str]) -> str:
-    """The Label Studio project's labeling interface for these tasks: every type the model knows."""
-    lines: List[str] = ["<View>", f'  <Labels name="{FROM_NAME}" toName="{TO_NAME}">']
+def labeling_config(labels: Sequence[str], relations: Sequence[str] = ()) -> str:
+    """The Label Studio project's labeling interface for these tasks: every type the model knows (and a
+    relation model's relation types, as ``<Relations>``)."""
+    lines: List[str] = ["<View>"]
+    if relations:
+        lines += ["  <Relations>"] + [f"    <Relation value={quoteattr(kind)}/>" for kind in relations] + ["  </Relations>"]
+    lines += [f'  <Labels name="{FROM_NAME}" toName="{TO_NAME}">']
     lines += [f"    <Label value={quoteattr(label)}/>" for label in labels]
     lines += ["  </Labels>", f'  <Text name="{TO_NAME}" value="${TO_NAME}"/>', "</View>"]
     return "\n".join(lines)
 
 
-def offer_labeling_config(labels: Sequence[str], path: Optional[str], tasks_written: bool) -> None:
-    """The labeling interface for ``labels``: written to ``path`` (predict's --label-config), else
-    logged where predict writes Label Studio tasks, which need it to be imported."""
+def offer_labeling_config(labels: Sequence[str], path: Optional[str], tasks_written: bool,
+                          relations: Sequence[str] = ()) -> None:
+    """The labeling interface for ``labels`` (and ``relations``): written to ``path`` (predict's
+    --label-config), else logged where predict writes Label Studio tasks, which need it to be imported."""
     if path:
-        atomic_write_text(path, labeling_config(labels) + "\n")
+        atomic_write_text(path, labeling_config(labels, relations) + "\n")
         log.info("wrote %s: the Label Studio labeling interface for these predictions", path)
     elif tasks_written:
         log.info("Label Studio labeling config for these tasks (--label-config FILE writes it):\n%s",
-                 labeling_config(labels))
+                 labeling_config(labels, relations))

@@ -147,7 +147,6 @@ def run_backend(model: str, overrides: List[str], work_dir: str, base_config: st
         raise UserError(f"--base-config: file not found: {base_config}")
     credentials = credentials_from_environment()
     opened = open_model(model)  # once: the config check and the model read the same files
-    opened.refuse_relations("the Label Studio backend")
     limits = inference_config(opened, overrides).serve
     if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:
         raise UserError(f"--host {limits.host} lets every machine that reaches it ask for predictions and start "

@@ -17,6 +17,7 @@ class Interface(NamedTuple):
     to_name: str
     text_field: str
     labels: List[str]
+    relations: List[str] = []  # the relation types of its <Relations> tag (none: no relations labelled)
 
 
 def read_interface(label_config: str) -> Interface:
@@ -32,7 +33,8 @@ def read_interface(label_config: str) -> Interface:
         to_name = labels.get("toName", "")
         if to_name in texts and texts[to_name].startswith("$"):
             return Interface(labels.get("name", ""), to_name, texts[to_name][1:],
-                             [label.get("value", "") for label in labels.iter("Label")])
+                             [label.get("value", "") for label in labels.iter("Label")],
+                             [relation.get("value", "") for relation in root.iter("Relation")])
     raise ValueError("the project's labeling interface has no <Labels> tag on a <Text> tag; use the one "
                      "`globalpointer predict --label-config FILE` writes")
 
@@ -50,9 +52,18 @@ def task_texts(tasks: list, interface: Interface) -> List[str]:
     return texts
 
 
-def predictions(found: List[Tuple[str, list]], interface) -> List[dict]:
-    """Label Studio's prediction of each task from its (model version, entities), with the types the
-    project's interface offers."""
-    offered = set(interface.labels)
-    return [prediction_for([e for e in entities if e["type"] in offered], version, interface.from_name,
-                           interface.to_name) for version, entities in found]
+def predictions(found: List[Tuple[str, object]], interface) -> List[dict]:
+    """Label Studio's prediction of each task from its (model version, entity dicts, or a relation
+    model's {"entities", "relations"}), with the types and relation types the project's interface offers
+    (a relation between entities it does not offer is left out with them)."""
+    offered, linked = set(interface.labels), set(interface.relations)
+    out = []
+    for version, item in found:
+        entities, relations = (item["entities"], item["relations"]) if isinstance(item, dict) else (item, [])
+        kept = [index for index, entity in enumerate(entities) if entity["type"] in offered]
+        renumber = {old: new for new, old in enumerate(kept)}
+        relations = [{**r, "head": renumber[r["head"]], "tail": renumber[r["tail"]]} for r in relations
+                     if r["type"] in linked and r["head"] in renumber and r["tail"] in renumber]
+        out.append(prediction_for([entities[i] for i in kept], version, interface.from_name, interface.to_name,
+                                  relations))
+    return out

@@ -134,7 +134,9 @@ def offered_only(records: List[Record], offered: List[str]) -> List[Record]:
     """The annotations without the entities of labels the project's interface no longer offers (tasks
     annotated before a label was removed): skipped and counted, so that one old annotation does not
     fail every later round."""
-    kept = [record._replace(entities=[e for e in record.entities if e.type in offered]) for record in records]
+    kept = [record._replace(entities=[e for e in record.entities if e.type in offered],
+                            relations=tuple(r for r in record.relations if r.head.type in offered
+                                            and r.tail.type in offered)) for record in records]
     dropped = Counter(e.type for record in records for e in record.entities if e.type not in offered)
     if dropped:
         log.warning("training round: %s left out: the labeling interface no longer offers %s",
