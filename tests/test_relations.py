@@ -279,6 +279,13 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert lines[0] == {"text": "李四出生于广州", **out}
     assert [r["type"] for r in lines[1]["relations"]] == ["就职"]
+    subprocess.run([sys.executable, os.path.join(ROOT, "predict.py"), "--model", str(best), "--input", str(texts),
+                    "--output", str(tmp_path / "tasks.json"), "--output-format", "label-studio"], check=True,
+                   capture_output=True)
+    task = json.loads((tmp_path / "tasks.json").read_text(encoding="utf-8"))[0]
+    links = [r for r in task["predictions"][0]["result"] if r["type"] == "relation"]
+    assert [(r["labels"], r["from_id"], r["to_id"]) for r in links] == [(["出生地"], "gp0", "gp1")]
+    assert "relations" not in task["data"]
     # what predict writes is training data again: the project's JSON lines read its relations back
     again = read_records(str(tmp_path / "out.jsonl"))
     assert [triples(r) for r in again] == [[("李四", "人物", "出生地", "广州", "地点")],
