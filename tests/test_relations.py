@@ -1,6 +1,7 @@
 """Relations (GPLinker): the readers of relation data, the pair head's loss and decoding against plain
 formulas, strict and string-level triple scores, and a relation model from train to predict and load."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -262,8 +263,12 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert report["relations"]["micro"]["f1"] == pytest.approx(summary["best_dev_f1"])
     test = json.loads((relation_run / "run" / "test_report.json").read_text(encoding="utf-8"))
     assert summary["test"] == test["relations"]["micro"] and test["micro"] != test["relations"]["micro"]
-    # entity scores fitted by entity F1 would move the triples the run chose by: not fitted
-    assert "thresholds" not in summary and not (best / "thresholds.json").exists()
+    # the two minimum scores fitted on the dev file by its triples (train.calibrate), used by every reader
+    fitted = json.loads((best / "thresholds.json").read_text(encoding="utf-8"))
+    assert fitted["kind"] == "relations" and 0 < fitted["pair_min_score"] < 1
+    assert summary["thresholds"]["dev_f1_after"] >= summary["thresholds"]["dev_f1_before"] == summary["best_dev_f1"]
+    assert globalpointer.load(str(best)).extractor.pair_threshold == pytest.approx(
+        math.log(fitted["pair_min_score"] / (1 - fitted["pair_min_score"])))
 
     ner = globalpointer.load(str(best))
     out = ner("李四出生于广州")
@@ -298,7 +303,8 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert "<h2>Relations</h2>" in page and "<th>出生地</th>" in page and "micro (string, DuIE)" in page
     assert "micro (strict)" in result.stdout and "micro (string, DuIE)" in result.stdout
     written = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert written["relations"]["micro"]["f1"] == pytest.approx(report["relations"]["micro"]["f1"])
+    # the saved model decodes with its fitted scores: the dev F1 training reported after fitting them
+    assert written["relations"]["micro"]["f1"] == pytest.approx(summary["thresholds"]["dev_f1_after"])
     first = json.loads((tmp_path / "report.predictions.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert "relations" in first and "relations" in first["gold"]
 
@@ -341,8 +347,8 @@ def test_an_export_of_a_relation_model_gives_its_triples_on_every_backend(relati
     assert [r["type"] for f in int8 for r in f["relations"]] == [r["type"] for e in expected for r in e["relations"]]
     info = json.loads((export / "export.json").read_text(encoding="utf-8"))
     verified = info["int8"]["onnxruntime"]["verified"]  # on the dev file's strict triples, against float32's
-    report = json.loads((relation_run / "run" / "dev_report.json").read_text(encoding="utf-8"))
-    assert verified["float32"]["f1"] == pytest.approx(100 * report["relations"]["micro"]["f1"], abs=0.01)
+    summary = json.loads((relation_run / "run" / "summary.json").read_text(encoding="utf-8"))
+    assert verified["float32"]["f1"] == pytest.approx(100 * summary["thresholds"]["dev_f1_after"], abs=0.01)
 
 
 def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(relation_run, tmp_path):
@@ -390,8 +396,9 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
     assert json.loads((round_model / "relations.json").read_text(encoding="utf-8")) == ["出生地", "就职"]
 
 
-@pytest.mark.parametrize("command", [["calibrate", "--data", "{tmp}/x.json"]])
+@pytest.mark.parametrize("command", [["predict", "--input", "{tmp}/x.txt", "--output-format", "doccano"]])
 def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
+    (tmp_path / "x.txt").write_text("李四出生于广州\n", encoding="utf-8")
     best = relation_run / "run" / "best"
     args = [part.format(tmp=tmp_path) for part in command]
     result = subprocess.run([sys.executable, "-m", "globalpointer", *args, "--model", str(best)], capture_output=True,
@@ -447,3 +454,16 @@ def test_a_relation_model_without_its_relation_types_is_refused_naming_the_file(
         (best / "relations.json").write_text("", encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"relations\.json"):
         globalpointer.load(str(best))
+
+
+def test_calibrate_fits_a_relation_models_two_minimum_scores_by_triples(relation_run, tmp_path):
+    import shutil
+
+    best = tmp_path / "best"
+    shutil.copytree(relation_run / "run" / "best", best)
+    (best / "thresholds.json").unlink()
+    result = subprocess.run([sys.executable, "-m", "globalpointer", "calibrate", "--model", str(best), "--data",
+                             str(relation_run / "dev.json")], capture_output=True, text=True, check=True)
+    assert "of the pair cells" in result.stdout and "strict triple F1" in result.stdout
+    fitted = json.loads((best / "thresholds.json").read_text(encoding="utf-8"))
+    assert fitted["kind"] == "relations" and fitted["micro_f1"]["after"] >= fitted["micro_f1"]["before"]

@@ -18,9 +18,5 @@ def run(argv, prog) -> int:
     args = parser.parse_args(argv)
     if args.format:
         args.set.append(("data.format", args.format))
-    from ..model_directory.opening import open_model
-
-    model = open_model(args.model)
-    model.refuse_relations("calibrate")  # it fits entity scores by entity F1, which can lower triple F1
-    print(format_calibration(calibrate(load_for_inference(args, model), args.data, args.thresholds)))
+    print(format_calibration(calibrate(load_for_inference(args), args.data, args.thresholds)))
     return 0

@@ -1,6 +1,9 @@
 """Thresholds fitted on labelled data: ``globalpointer calibrate --model RUN/best --data FILE``, and
 training's last step (``train.calibrate``, on the dev file).
 
+A relation model's are fitted by strict triple F1: one minimum score for every entity type and one for
+the pair cells (``fit_relation_thresholds``).
+
 ``per_type``: for each entity type, the logit threshold (on a grid from -4 to 4 in steps of 0.25, plus
 the logit of ``model.min_score``) that maximises the type's F1 on FILE; ``shared``: the one threshold
 of that grid that maximises the micro F1 (one number, so a few hundred texts fit it without chasing
@@ -80,13 +83,52 @@ def choose_shared_threshold(candidates: Sequence[Sequence[Entity]], gold: Sequen
 
 def fit_thresholds(extractor, records, labels: Sequence[str], default: float, kind: str) -> dict:
     """The thresholds of ``kind`` (KINDS) that ``extractor``'s model fits on ``records``, with the
-    report thresholds.json holds (``calibration_report``)."""
+    report thresholds.json holds (``calibration_report``); a relation model's are its two minimum scores
+    fitted by triple F1, whatever ``kind`` (``fit_relation_thresholds``)."""
+    if getattr(extractor, "relations", None):
+        return fit_relation_thresholds(extractor, records, labels, default)
     gold = [r.entities for r in records]
     candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
     choose = choose_thresholds if kind == "per_type" else choose_shared_threshold
     thresholds = choose(candidates, gold, labels, default, extractor.flat, records=records)
     return {"kind": kind, "texts": len(records),
             **calibration_report(candidates, gold, labels, default, thresholds, extractor.flat, records)}
+
+
+def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: float) -> dict:
+    """A relation model's two minimum scores, one for every entity type and one for the pair cells: the
+    pair of ``GRID`` thresholds with the best strict triple F1 on ``records`` (ties towards ``default``),
+    tried on what the model finds above the lowest of them (decoding is monotone in both: a higher
+    threshold keeps a subset of the entities, and of the relations between the kept ones)."""
+    from ..inference.extractor import kept_relations
+    from .relations import relation_report
+
+    floor = min(GRID + (default,))
+    low = copy.copy(extractor)
+    low.threshold, low.pair_threshold, low.flat = floor, floor, False
+    candidates = low.records([r.text for r in records])
+
+    def decoded(entity: float, pair: float) -> List[Record]:
+        entity_score, pair_score = float(sigmoid(entity)), float(sigmoid(pair))
+        out = []
+        for found in candidates:
+            kept = [e for e in found.entities if e.score > entity_score]
+            kept = select_flat(kept) if extractor.flat else kept
+            out.append(Record(found.text, kept, relations=kept_relations(
+                kept, [r for r in found.relations if r.score > pair_score])))
+        return out
+
+    def quality(pair_of):
+        return (relation_report(records, decoded(*pair_of))["micro"]["f1"],
+                -abs(pair_of[0] - default) - abs(pair_of[1] - default))
+
+    grid = sorted(set(GRID) | {default})
+    best = max(((entity, pair) for entity in grid for pair in grid), key=quality)
+    before, after = (relation_report(records, decoded(*pair_of))["micro"]["f1"] for pair_of in ((default, default), best))
+    return {"kind": "relations", "texts": len(records),
+            "min_scores": {label: float(sigmoid(best[0])) for label in labels},
+            "pair_min_score": float(sigmoid(best[1])), "default_min_score": float(sigmoid(default)),
+            "micro_f1": {"before": before, "after": after}}  # of the strict triples
 
 
 def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool,
@@ -104,6 +146,10 @@ def calibration_report(candidates, gold, labels, default: float, thresholds: Dic
 
 
 def format_calibration(report: dict) -> str:
+    if report["kind"] == "relations":
+        micro, entity = report["micro_f1"], next(iter(report["min_scores"].values()))
+        return (f"minimum score of every entity type {entity:.3f}, of the pair cells {report['pair_min_score']:.3f}: "
+                f"strict triple F1 {micro['before'] * 100:.2f} -> {micro['after'] * 100:.2f}")
     lines = [f"{'type':<16}{'support':>9}{'min score':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
     for label, row in report["per_type"].items():
         lines.append(f"{label:<16}{row['support']:>9}{row['min_score']:>11.3f}"

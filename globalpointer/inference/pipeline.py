@@ -221,6 +221,8 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         threshold = [score_logit(score) for score in calibrated]
         scores = f"{calibrated[0]:.3g} for every type" if len(set(calibrated)) == 1 else \
             "per type " + ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated))
+        if opened.pair_min_score is not None:
+            scores += f", the pair cells {opened.pair_min_score:.3g}"
         log.info("%s/%s: minimum score %s, fitted on the dev file (model.use_calibration=false would give every "
                  "type model.min_score, %g)", directory, THRESHOLDS, scores, config.model.min_score)
     decode = trained_for.decoding(config.model.decode)
@@ -230,5 +232,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
              if config.model.decode == "auto" and decode == "flat" else "")
     featurizer = featurizer_for(tokenizer, trained_for.tokenization, config.data.max_length,
                                 config.data.window_overlap)
-    extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size)
+    pair = opened.pair_min_score if calibrated is not None else None
+    extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size,
+                                  None if pair is None else score_logit(pair))
     return Pipeline(extractor, opened, config, runtime, chosen)

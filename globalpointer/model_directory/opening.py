@@ -270,6 +270,22 @@ class ModelDirectory:
         return read_min_scores(self.path, self.trained_for.labels)
 
     @functools.cached_property
+    def pair_min_score(self) -> Optional[float]:
+        """A relation model's calibrated minimum score of its pair cells (thresholds.json's
+        ``pair_min_score``, fitted with the entity types' by triple F1); None without one."""
+        if not self.trained_for.relations or self.min_scores is None:
+            return None
+        path = os.path.join(self.path, THRESHOLDS)
+        value = read_json(path).get("pair_min_score")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise CheckpointError(f"{path}: pair_min_score must be a number between 0 and 1 (exclusive), got "
+                                  f"{value!r:.40}: rerun globalpointer calibrate --model {self.path} --data FILE, "
+                                  f"or delete the file")
+        return float(value)
+
+    @functools.cached_property
     def digest(self) -> str:
         """``model_digest``, computed when first asked for: when a compiled program is looked up or built."""
         return model_digest(self)

@@ -111,10 +111,6 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     if state.dev_records and not progress.best_f1 and state.runtime.is_main:
         warn_nothing_learned(state)
     fit = bool(state.dev_records) and config.train.calibrate != "none" and HEADS[config.model.head].span_scores
-    if fit and state.relations:  # it fits the entity types' scores by entity F1, not by triples
-        log.info("train.calibrate=%s is not applied to a relation model: fitted by entity F1 it moved the relation "
-                 "quickstart's triple F1 from 41.94 to 41.26 (docs/relations.md)", config.train.calibrate)
-        fit = False
     if (fit or state.test_records) and state.runtime.is_main:  # the main process decodes the saved model
         load_weights(state.network, resolve_checkpoint(state.run.best))
     if fit:
@@ -385,12 +381,15 @@ def fit_best_thresholds(state: Training) -> Optional[dict]:
     report = {"data": sources_name(config.data.dev, "data.dev"), **report}
     write_thresholds(state.run.best, report, config.model.min_score)
     state.extractor.threshold = [score_logit(report["min_scores"][label]) for label in labels]
+    if "pair_min_score" in report:  # a relation model's, fitted with them by triple F1
+        state.extractor.pair_threshold = score_logit(report["pair_min_score"])
     before, after = report["micro_f1"]["before"], report["micro_f1"]["after"]
     log.info("train.calibrate=%s: minimum scores fitted on the dev file (%s), dev F1 %.2f -> %.2f (on the texts "
              "they were fitted on: report F1 on others)", config.train.calibrate,
              ", ".join(f"{label} {score:.3g}" for label, score in report["min_scores"].items()),
              before * 100, after * 100)
-    return {key: report[key] for key in ("kind", "min_scores")} | {"dev_f1_before": before, "dev_f1_after": after}
+    fitted = {key: report[key] for key in ("kind", "min_scores", "pair_min_score") if key in report}
+    return fitted | {"dev_f1_before": before, "dev_f1_after": after}
 
 
 def test_best(state: Training) -> Optional[dict]:
