@@ -252,6 +252,7 @@ def relation_run(tmp_path_factory):
     return tmp
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(relation_run, tmp_path):
     import globalpointer
 
@@ -309,6 +310,7 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert "relations" in first and "relations" in first["gold"]
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_the_service_answers_a_relation_model_as_predict_does(relation_run):
     from fastapi.testclient import TestClient
 
@@ -327,6 +329,7 @@ def test_the_service_answers_a_relation_model_as_predict_does(relation_run):
         assert "relations" in schema["Result"]["properties"]
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_an_export_of_a_relation_model_gives_its_triples_on_every_backend(relation_run, tmp_path):
     import globalpointer
     from globalpointer.cli import main
@@ -351,6 +354,7 @@ def test_an_export_of_a_relation_model_gives_its_triples_on_every_backend(relati
     assert verified["float32"]["f1"] == pytest.approx(100 * summary["thresholds"]["dev_f1_after"], abs=0.01)
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(relation_run, tmp_path):
     from fastapi.testclient import TestClient
 
@@ -396,6 +400,7 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
     assert json.loads((round_model / "relations.json").read_text(encoding="utf-8")) == ["出生地", "就职"]
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 @pytest.mark.parametrize("command", [["predict", "--input", "{tmp}/x.txt", "--output-format", "doccano"]])
 def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
     (tmp_path / "x.txt").write_text("李四出生于广州\n", encoding="utf-8")
@@ -408,6 +413,7 @@ def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(
     assert "does not carry relations in this version" in result.stderr
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path):
     from globalpointer.cli import train_main
 
@@ -428,6 +434,7 @@ def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path)
     assert (tmp_path / "run" / "last" / "relations.json").read_bytes() == (best / "relations.json").read_bytes()
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_a_model_of_other_relation_types_is_no_start(relation_run, tmp_path):
     from globalpointer.cli import train_main
 
@@ -439,6 +446,7 @@ def test_a_model_of_other_relation_types_is_no_start(relation_run, tmp_path):
     assert code != 0
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 @pytest.mark.parametrize("damage", ["removed", "emptied"])
 def test_a_relation_model_without_its_relation_types_is_refused_naming_the_file(relation_run, tmp_path, damage):
     import shutil
@@ -456,6 +464,7 @@ def test_a_relation_model_without_its_relation_types_is_refused_naming_the_file(
         globalpointer.load(str(best))
 
 
+@pytest.mark.slow  # a trained model and the commands' processes
 def test_calibrate_fits_a_relation_models_two_minimum_scores_by_triples(relation_run, tmp_path):
     import shutil
 
