@@ -6,7 +6,8 @@ by the same loop on the same encoder, data, batches and epochs.
 
 Every model is trained by ``globalpointer.training.loop.train`` from the one config; only the network
 differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation trains it with).  The
-dev file chooses the checkpoint; the test file (when the config names one) is scored at the end.
+dev file chooses the checkpoint; the test file (when the config names one) is scored at the end, at
+``model.min_score`` (the threshold the dev file chose the checkpoint at; no fitted minimum score).
 Training windows/s are each run's own (runs go one after another, on the same cores); prediction
 texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained.
 """
@@ -18,10 +19,12 @@ import statistics
 
 from common import Rows, interleaved_medians, table
 from globalpointer.config import load_config
-from globalpointer.corpus import featurizer_for
+from globalpointer.corpus import featurizer_for, load_sources
+from globalpointer.evaluation.evaluate import evaluate_records
+from globalpointer.evaluation.relations import headline
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.network import build_network
-from globalpointer.model_directory.opening import load_checkpoint
+from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
 from peer import build_peer_relations
 
@@ -50,12 +53,7 @@ def extractor_of(run: str, build) -> Extractor:
         network = loaded.network
     featurizer = featurizer_for(opened.tokenizer, opened.trained_for.tokenization, config.data.max_length,
                                 config.data.window_overlap)
-    threshold = None
-    if opened.min_scores is not None:
-        from globalpointer.model.decode import score_logit
-
-        threshold = [score_logit(score) for score in opened.min_scores]
-    return Extractor.for_run(network, featurizer, opened.trained_for, config, threshold)
+    return Extractor.for_run(network, featurizer, opened.trained_for, config)  # model.min_score: as chosen on dev
 
 
 def main():
@@ -86,24 +84,24 @@ def main():
             else:
                 summary = train(config, build=build, overwrite=True)
             training = summary["seconds"] - summary["eval_seconds"]
-            test_report = os.path.join(out, "test_report.json")  # its strict triples (summary.json's test: the
-            test = None                                            # entities', in runs before 2026-12-02)
-            if os.path.isfile(test_report):
-                with open(test_report, encoding="utf-8") as file:
-                    test = json.load(file)["relations"]["micro"]["f1"]
             result = {"model": name, "seed": seed, "dev_f1": round(100 * summary["best_dev_f1"], 2),
-                      "test_f1": round(100 * test, 2) if test is not None else None,
                       "epochs": summary["epochs_completed"],
                       "train_windows_per_s": round(summary["train_windows"] * summary["epochs_completed"] / training, 2)}
             runs[name].append((out, result))
-            rows.add(result)
-    dev = load_config(args.config, args.set).data.dev
-    from globalpointer.corpus import load_sources
-
-    texts = [record.text for record in load_sources(dev, load_config(args.config, args.set).data.reading)]
+    data = load_config(args.config, args.set).data
+    texts = [record.text for record in load_sources(data.dev, data.reading)]
+    test = load_sources(data.test, data.reading) if data.test else []
+    for name in names:  # the test file's strict triples at model.min_score, the threshold the dev file chose by
+        for out, result in runs[name]:
+            result["test_f1"] = round(100 * headline(evaluate_records(
+                extractor_of(out, MODELS[name][1]), test, open_model(os.path.join(out, "best")).trained_for.labels
+            ).report)["f1"], 2) if test else None
     extractors = {name: extractor_of(runs[name][0][0], MODELS[name][1]) for name in names}
     seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
                                   args.repeats, warmup=1)
+    for name in names:
+        for _, result in runs[name]:
+            rows.add(result)
     rows.finish()
     summary = []
     for name in names:
