@@ -150,3 +150,15 @@ class Record(NamedTuple):
         if relations or (relations is None and self.relations):
             out["relations"] = self.relation_dicts(with_score)
         return out
+
+
+def kept_relations(entities: Sequence[Entity], relations: Sequence[Relation]) -> tuple:
+    """The relations whose two entities are among a text's ``entities`` (flat decoding may have left one
+    out), each once (its best score), sorted; the entities are the text's own (their scores)."""
+    by_key = {entity.key: entity for entity in entities}
+    best = {}
+    for relation in relations:
+        head, tail = by_key.get(relation.head.key), by_key.get(relation.tail.key)
+        if head is not None and tail is not None and (relation.key not in best or relation.score > best[relation.key].score):
+            best[relation.key] = Relation(head, relation.type, tail, relation.score)
+    return tuple(best[key] for key in sorted(best))

@@ -21,9 +21,10 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from ..model.decode import score_logit, select_flat, sigmoid
-from ..spans import Entity, Record
+from ..spans import Entity, Record, kept_relations
 from .evaluate import labelled_records, scored_predictions
 from .metrics import span_report
+from .relations import relation_report
 
 log = logging.getLogger("globalpointer")
 
@@ -100,8 +101,6 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
     pair of ``GRID`` thresholds with the best strict triple F1 on ``records`` (ties towards ``default``),
     tried on what the model finds above the lowest of them (decoding is monotone in both: a higher
     threshold keeps a subset of the entities, and of the relations between the kept ones)."""
-    from ..inference.extractor import kept_relations
-    from .relations import relation_report
 
     floor = min(GRID + (default,))
     low = copy.copy(extractor)

@@ -10,7 +10,7 @@ from ..data.features import Featurizer, Window, whole_word_spans, window_entitie
 from ..model.decode import Threshold, score_logit, select_flat
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs, split_cells
-from ..spans import Entity, Record, Relation, TokenSpan, from_input, to_entity
+from ..spans import Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 
 
 class Extractor:
@@ -121,18 +121,6 @@ def run_steps(steps: Generator):
             next(steps)
         except StopIteration as done:
             return done.value
-
-
-def kept_relations(entities: Sequence[Entity], relations: Sequence[Relation]) -> tuple:
-    """The relations whose two entities are among a text's ``entities`` (flat decoding may have left one
-    out), each once (its best score), sorted; the entities are the text's own (their scores)."""
-    by_key = {entity.key: entity for entity in entities}
-    best = {}
-    for relation in relations:
-        head, tail = by_key.get(relation.head.key), by_key.get(relation.tail.key)
-        if head is not None and tail is not None and (relation.key not in best or relation.score > best[relation.key].score):
-            best[relation.key] = Relation(head, relation.type, tail, relation.score)
-    return tuple(best[key] for key in sorted(best))
 
 
 def window_relations(window: Window, spans: Sequence[TokenSpan], cells: Sequence, labels: Sequence[str],
