@@ -50,13 +50,15 @@ class Pipeline:
                 f"labels={self.labels!r})")
 
     def __call__(self, text: Union[str, Sequence[str]]) -> Union[List[dict], List[List[dict]]]:
-        """The entity dicts of one text, or a list of them for a list of texts."""
+        """The entity dicts of one text (a relation model: {"entities", "relations"}), or a list of them for a
+        list of texts."""
         if isinstance(text, (list, tuple)):
             return list(self.pipe([_text(item, f"ner(): text {index}") for index, item in enumerate(text)]))
         return next(self.pipe([_text(text, "ner()")]))
 
     def pipe(self, texts: Iterable[str], batch_size: Optional[int] = None) -> Iterator[List[dict]]:
-        """Entity dicts per text, in order, ``batch_size`` texts predicted at a time (default 256)."""
+        """Entity dicts (a relation model: {"entities", "relations"}) per text, in order, ``batch_size`` texts
+        predicted at a time (default 256)."""
         if isinstance(texts, (str, bytes)):  # iterating it would predict each character as a text
             raise TypeError(f"pipe() takes an iterable of texts, got one {type(texts).__name__}: call ner(text) "
                             f"for one text, or pipe([text])")
