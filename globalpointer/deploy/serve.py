@@ -153,7 +153,7 @@ def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[Serv
                 "model_on_disk": await run_in_threadpool(served.watch.state), "backend": ner.backend,
                 "device": ner.runtime.device}
 
-    @app.get("/v1/labels", response_model=models.Labels, operation_id="labels")
+    @app.get("/v1/labels", response_model=models.Labels, response_model_exclude_none=True, operation_id="labels")
     async def labels():
         return {"labels": ner.labels, **({"relations": ner.relations} if ner.relations else {})}
 
