@@ -25,6 +25,15 @@ SHARED = os.environ.get(DATA_ENV) or os.path.join(os.path.dirname(os.path.dirnam
                                                   "shared", "data")
 
 
+def chosen_models(parser, value: str, models) -> List[str]:
+    """The comma-separated names of ``--models``, each one of ``models``; else the parser's error naming it."""
+    names = [name.strip() for name in value.split(",")]
+    unknown = [name for name in names if name not in models]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r}; choose from: {', '.join(models)}")
+    return names
+
+
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 2) -> float:
     return interleaved_medians({"fn": fn}, repeats, warmup)["fn"]
 

@@ -32,10 +32,10 @@ class Peer(nn.Layer):
     """``paddlenlp.layers.GlobalPointerForEntityExtraction`` (whose forward is these two lines)
     with this project's call signature, a ``head`` attribute and ``decode``."""
 
-    def __init__(self, encoder: nn.Layer, num_types: int, head_size: int = 64):
+    def __init__(self, encoder: nn.Layer, num_types: int, head_size: int = 64, head: nn.Layer = None):
         super().__init__()
         self.encoder = encoder
-        self.head = PeerHead(encoder.config["hidden_size"], num_types, head_size=head_size)
+        self.head = head or PeerHead(encoder.config["hidden_size"], num_types, head_size=head_size)
 
     def forward(self, input_ids, token_text, span_text):
         hidden = self.encoder(input_ids, attention_mask=token_text)[0]
@@ -103,6 +103,5 @@ class PeerRelationHead(nn.Layer):
 
 def build_peer_relations(settings, encoder, num_types: int, num_relations: int = 0) -> Peer:
     """``training.train``'s ``build`` for PaddleNLP's GPLinker: ``Peer`` with ``PeerRelationHead``."""
-    peer = Peer(encoder.model, num_types, settings.head_size)
-    peer.head = PeerRelationHead(encoder.model.config["hidden_size"], num_types, num_relations, settings.head_size)
-    return peer
+    hidden = encoder.model.config["hidden_size"]
+    return Peer(encoder.model, num_types, head=PeerRelationHead(hidden, num_types, num_relations, settings.head_size))

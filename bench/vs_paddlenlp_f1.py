@@ -15,7 +15,7 @@ import shutil
 import statistics
 import tempfile
 
-from common import Rows, table
+from common import Rows, chosen_models, table
 from globalpointer.config import load_config
 from globalpointer.model.network import build_network
 from globalpointer.training.loop import train
@@ -34,10 +34,7 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of: {', '.join(MODELS)}")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    names = [name.strip() for name in args.models.split(",")]
-    unknown = [name for name in names if name not in MODELS]
-    if unknown:
-        parser.error(f"unknown model {unknown[0]!r}; choose from: {', '.join(MODELS)}")
+    names = chosen_models(parser, args.models, MODELS)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     work = tempfile.mkdtemp(prefix="vs_paddlenlp_f1-")
     rows, f1s, rates = Rows(), {name: [] for name in names}, {name: [] for name in names}

@@ -17,7 +17,7 @@ import logging
 import os
 import statistics
 
-from common import Rows, interleaved_medians, table
+from common import Rows, chosen_models, interleaved_medians, table
 from globalpointer.config import load_config
 from globalpointer.corpus import featurizer_for, load_sources
 from globalpointer.evaluation.evaluate import evaluate_records
@@ -67,10 +67,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    names = [name.strip() for name in args.models.split(",")]
-    unknown = [name for name in names if name not in MODELS]
-    if unknown:
-        parser.error(f"unknown model {unknown[0]!r}; choose from: {', '.join(MODELS)}")
+    names = chosen_models(parser, args.models, MODELS)
     rows, runs = Rows(), {name: [] for name in names}
     for seed in [int(seed) for seed in args.seeds.split(",")]:
         for name in names:

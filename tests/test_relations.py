@@ -15,7 +15,8 @@ from globalpointer.data.readers import read_records, write_jsonl_records
 from globalpointer.errors import DataError
 from globalpointer.evaluation.relations import judge_relations, relation_report, string_triples
 from globalpointer.model import reference
-from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs, split_cells
+from globalpointer.data.batching import split_row
+from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs
 from globalpointer.spans import Entity, Record, Relation, TokenSpan
 from helpers import ROOT
 
@@ -142,7 +143,7 @@ def test_relation_decoding_is_the_plain_formula(seed, relations, length):
 
 def test_pair_cells_split_by_window_as_spans_do():
     cells = [PairCell(0, 1, 3, 0.9), PairCell(1, 6, 7, 0.8)]
-    assert split_cells(cells, [5, 4]) == [[PairCell(0, 1, 3, 0.9)], [PairCell(1, 1, 2, 0.8)]]
+    assert split_row(cells, [5, 4], ("row", "column")) == [[PairCell(0, 1, 3, 0.9)], [PairCell(1, 1, 2, 0.8)]]
 
 
 def test_the_relation_loss_is_the_three_heads_mean_losses_summed():

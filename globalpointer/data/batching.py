@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..spans import CLS_POSITIONS, TokenSpan
+from ..spans import CLS_POSITIONS
 from .features import Window
 
 # What one forward pass costs beyond its tokens, in padded tokens: measured on 2 cores (Intel Xeon,
@@ -135,13 +135,17 @@ def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray]
     return {**batch, "gold": gold}
 
 
-def split_row(spans: Sequence[TokenSpan], window_lengths: Sequence[int]) -> List[List[TokenSpan]]:
+def split_row(spans: Sequence, window_lengths: Sequence[int], fields: tuple = ("start", "end")) -> List[list]:
     """A row's decoded spans -> the spans of each of its windows, over that window's input positions
-    (a span never crosses windows: the span mask keeps it inside its text)."""
+    (a span never crosses windows: the span mask keeps it inside its text).  ``fields``: the two
+    positions of each item (a relation head's pair cells: ``("row", "column")``, which the pair mask
+    keeps in one text too)."""
+    first, second = fields
     starts = list(itertools.accumulate(window_lengths, initial=0))  # (numpy per span: 1% of INT8 prediction)
-    found: List[List[TokenSpan]] = [[] for _ in window_lengths]
+    found: List[list] = [[] for _ in window_lengths]
     for span in spans:
-        window = bisect.bisect_right(starts, span.start) - 1
+        window = bisect.bisect_right(starts, getattr(span, first)) - 1
         shift = starts[window]
-        found[window].append(span._replace(start=span.start - shift, end=span.end - shift))
+        found[window].append(span._replace(**{first: getattr(span, first) - shift,
+                                              second: getattr(span, second) - shift}))
     return found

@@ -167,9 +167,9 @@ class Featurizer:
         return [window for index, text in enumerate(texts) for window in self.windows(index, self.tokenize(text))]
 
     def align(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
-              report: AlignmentReport) -> List[TokenSpan]:
-        """Gold character spans -> spans over the text's tokens."""
-        index = TokenIndex(tokens.offsets)
+              report: AlignmentReport, index: Optional[TokenIndex] = None) -> List[TokenSpan]:
+        """Gold character spans -> spans over the text's tokens (``index``: its ``TokenIndex``, made once)."""
+        index = index or TokenIndex(tokens.offsets)
         spans = []
         for entity in record.entities:
             report.total += 1
@@ -183,17 +183,15 @@ class Featurizer:
             spans.append(span)
         return spans
 
-    def align_relations(self, record: Record, tokens: TokenizedText, label_index: Dict[str, int],
+    @staticmethod
+    def align_relations(record: Record, index: TokenIndex, label_index: Dict[str, int],
                         relation_index: Dict[str, int], report: AlignmentReport) -> List[tuple]:
-        """Gold relations -> (type index, head span, tail span) over the text's tokens; one whose entity
-        has a boundary inside a token is left out (the entity is counted by ``align``)."""
-        index = TokenIndex(tokens.offsets)
+        """Gold relations -> (type index, head span, tail span) over the text's tokens (``index``); one
+        whose entity has a boundary inside a token is left out (the entity is counted by ``align``).  The
+        relation types are the training records' own (``training.checks.relation_types``)."""
         found = []
         for relation in record.relations:
             report.relations += 1
-            if relation.type not in relation_index:
-                raise DataError(f"{record.source}: relation type {relation.type!r} is not among the model's "
-                                f"relation types ({', '.join(relation_index)}); fix the record")
             head = index.token_span(relation.head, label_index[relation.head.type])
             tail = index.token_span(relation.tail, label_index[relation.tail.type])
             if head is not None and tail is not None:
@@ -206,8 +204,9 @@ class Featurizer:
         windows: List[Window] = []
         for index, record in enumerate(records):
             tokens = self.tokenize(record.text)
-            spans = self.align(record, tokens, label_index, report)
-            relations = self.align_relations(record, tokens, label_index, relation_index, report) \
+            index_of_tokens = TokenIndex(tokens.offsets)
+            spans = self.align(record, tokens, label_index, report, index_of_tokens)
+            relations = self.align_relations(record, index_of_tokens, label_index, relation_index, report) \
                 if relation_index else []
             record_windows = self.windows(index, tokens, spans, relations)
             held = {(kind, from_input(head, w.token_start), from_input(tail, w.token_start))

@@ -147,13 +147,7 @@ def parse_tokens(obj, where: str) -> Record:
     for number, item in enumerate(listed):
         at = f"{where}: relation {number}"
         if isinstance(item, dict) and all(key in item for key in ("type", "head", "tail")):
-            ends = []
-            for role in ("head", "tail"):
-                index = item[role]
-                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entities):
-                    raise DataError(f"{at}: {role} {index!r} is no index into the {len(entities)} entities")
-                ends.append(entities[index])
-            relations.append(Relation(ends[0], _relation_type(item["type"], at), ends[1]))
+            relations.append(_indexed_relation(item, entities, at, "the"))
         elif isinstance(item, list) and len(item) == 5:
             ends = []
             for start, end in (item[0:2], item[2:4]):
@@ -193,14 +187,20 @@ def relations_from_indices(entities: List[Entity], listed, where: str) -> Tuple[
         at = f"{where}: relation {number}"
         if not isinstance(item, dict) or not all(key in item for key in ("type", "head", "tail")):
             raise DataError(f"{at} needs \"type\", \"head\" and \"tail\" (indices into \"entities\"), got {_quote(item)}")
-        ends = []
-        for role in ("head", "tail"):
-            index = item[role]
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entities):
-                raise DataError(f"{at}: {role} {_quote(index)} is no index into the line's {len(entities)} entities")
-            ends.append(entities[index])
-        relations.append(Relation(ends[0], _relation_type(item["type"], at), ends[1]))
+        relations.append(_indexed_relation(item, entities, at, "the line's"))
     return tuple(sorted(set(relations)))
+
+
+def _indexed_relation(item: dict, entities: Sequence[Entity], at: str, whose: str) -> Relation:
+    """{"type", "head", "tail"} with head and tail indices into ``entities`` (``whose``: how the error
+    names them), each checked."""
+    ends = []
+    for role in ("head", "tail"):
+        index = item[role]
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entities):
+            raise DataError(f"{at}: {role} {_quote(index)} is no index into {whose} {len(entities)} entities")
+        ends.append(entities[index])
+    return Relation(ends[0], _relation_type(item["type"], at), ends[1])
 
 
 def report_mentions(path: str, records: Sequence[Record]) -> None:

@@ -9,7 +9,7 @@ from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, whole_word_spans, window_entities
 from ..model.decode import Threshold, score_logit, select_flat
 from ..model.network import model_inputs
-from ..model.relation_head import pair_cells, relation_pairs, split_cells
+from ..model.relation_head import pair_cells, relation_pairs
 from ..spans import Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 
 
@@ -88,7 +88,7 @@ class Extractor:
                     if self.relations else [[] for _ in members]
                 for row, spans, row_cells in zip(members, decoded, cells):
                     row_lengths = [lengths[i] for i in row]
-                    for i, own, own_cells in zip(row, split_row(spans, row_lengths), split_cells(row_cells, row_lengths)):
+                    for i, own, own_cells in zip(row, split_row(spans, row_lengths), split_row(row_cells, row_lengths, ("row", "column"))):
                         found = window_entities(windows[i], own, self.labels, self.continuations)
                         entities[windows[i].record_index].extend(found)
                         if self.relations:

@@ -14,8 +14,6 @@ The loss is the entity head's on its planes plus the pair planes' mean loss time
 three heads' mean losses, as GPLinker trains them.  The plain formula of the decoding:
 ``reference.decode_relations``.
 """
-import bisect
-import itertools
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -105,18 +103,6 @@ def pair_cells(logits, span_text, num_types: int, threshold: float) -> List[List
     scores = sigmoid(planes[tuple(above.T)].astype("float64"))
     for (b, plane, i, j), score in zip(above.tolist(), scores.tolist()):
         found[b].append(PairCell(plane, i, j, score))
-    return found
-
-
-def split_cells(cells: Sequence[PairCell], window_lengths: Sequence[int]) -> List[List[PairCell]]:
-    """A row's pair cells -> each window's, over its input positions (as ``batching.split_row`` splits
-    spans: the pair mask keeps both positions of a cell in one text)."""
-    starts = list(itertools.accumulate(window_lengths, initial=0))
-    found: List[List[PairCell]] = [[] for _ in window_lengths]
-    for cell in cells:
-        window = bisect.bisect_right(starts, cell.row) - 1
-        shift = starts[window]
-        found[window].append(cell._replace(row=cell.row - shift, column=cell.column - shift))
     return found
 
 
