@@ -121,6 +121,7 @@ class Record(NamedTuple):
     types: Optional[Tuple[str, ...]] = None  # the types its file annotates (data/sources.py); None: every type
     origin: str = ""  # the data entry it was read from, when its file is one of a list
     relations: Tuple[Relation, ...] = ()  # their entities are among ``entities``
+    margins: Optional[Tuple[float, ...]] = None  # a prediction's cells near their thresholds (inference/doubt.py)
 
     def entity_dicts(self, with_score: bool = False) -> List[dict]:
         out = []

@@ -1,5 +1,6 @@
 """Helpers the test modules share: fakes, a crafted pickle, file snapshots, the service as users start it."""
 import json
+import math
 import os
 import pickle
 import shutil
@@ -13,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from globalpointer.deploy.serve import workers_serving
-from globalpointer.spans import Entity
+from globalpointer.spans import Entity, Record
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -22,8 +23,16 @@ HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def fake_records(extractor, texts, margins=False):
+    """``Extractor.records`` of a fake that has ``extract``: the margins of its entities (threshold 0.5)."""
+    return [Record(text, found, margins=tuple(math.log(e.score) - math.log1p(-e.score) for e in found)
+                   if margins else None) for text, found in zip(texts, extractor.extract(texts))]
+
+
 class FakeExtractor:
     """Finds every occurrence of the word 'Paris' (the stream logic is what is under test)."""
+
+    records = fake_records
 
     def __init__(self):
         self.calls = []

@@ -10,6 +10,7 @@ from globalpointer.errors import DataError
 from globalpointer.inference.label_studio import labeling_config
 from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
 from globalpointer.spans import Entity
+from helpers import fake_records
 
 
 def write(tmp_path, name, content):
@@ -113,6 +114,8 @@ def test_label_studio_json_min_reads_like_doccano(tmp_path):
 # predictions -> Label Studio tasks -> (corrected in Label Studio) -> read back as training data
 
 class FakeExtractor:
+    records = fake_records
+
     def extract(self, texts):
         return [[Entity(t.find(name), t.find(name) + len(name), kind, 0.75 if kind == "LOC" else 0.5)
                  for name, kind in (("Paris", "LOC"), ("Alice", "PER")) if name in t] for t in texts]
@@ -128,11 +131,12 @@ def test_label_studio_output_is_one_json_array_with_a_task_per_input_line():
     tasks = json.loads(sink.getvalue())
     assert [t["data"]["text"] for t in tasks] == ["Alice in Paris", "", '{"broken', "no entity"]
     [prediction] = tasks[0]["predictions"]
-    assert prediction["model_version"] == "m1" and prediction["score"] == 0.5  # the least certain entity
+    # the text's certainty: margins log(0.75 / 0.25) and 0, wrong with chance 0.25 and 0.5
+    assert prediction["model_version"] == "m1" and prediction["score"] == round(1 / 1.75, 6)
     assert [(r["value"]["start"], r["value"]["end"], r["value"]["text"], r["value"]["labels"], r["score"],
              r["from_name"], r["to_name"], r["type"]) for r in prediction["result"]] == [
         (9, 14, "Paris", ["LOC"], 0.75, "label", "text", "labels"), (0, 5, "Alice", ["PER"], 0.5, "label", "text", "labels")]
-    assert "score" not in tasks[3]["predictions"][0] and tasks[3]["predictions"][0]["result"] == []
+    assert tasks[3]["predictions"][0] == {"model_version": "m1", "score": 1.0, "result": []}  # sure of no entity
 
 
 def test_empty_input_is_an_empty_array():

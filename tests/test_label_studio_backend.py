@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import globalpointer
 from globalpointer.deploy.label_studio_backend import create_app, read_interface
+from globalpointer.inference.doubt import certainty
 from globalpointer.inference.label_studio import labeling_config
 
 # a project's own names for the tags, a text field other than "text", and only two of the types
@@ -65,8 +66,8 @@ def test_predictions_use_the_projects_names_and_order_the_queue(client_and_model
         assert all(r["from_name"] == "ner" and r["to_name"] == "doc" and r["type"] == "labels" for r in regions)
         assert all(text[r["value"]["start"]:r["value"]["end"]] == r["value"]["text"] for r in regions)
         assert prediction["model_version"] == version
-        if regions:  # the least certain region: uncertainty sampling opens these tasks first
-            assert prediction["score"] == min(r["score"] for r in regions)
+        # every task, with entities or without: the text's certainty, which uncertainty sampling opens lowest first
+        assert prediction["score"] == certainty(ner.extractor.records([text], margins=True)[0])
 
 
 def test_bad_requests_are_told_what_is_wrong(client_and_model):

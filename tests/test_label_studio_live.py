@@ -15,8 +15,10 @@ import urllib.request
 
 import pytest
 
+from globalpointer.inference.doubt import certainty
 from globalpointer.inference.label_studio import labeling_config
 from helpers import ROOT, call, free_port
+from synthetic import FILLER
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +29,12 @@ TOKEN = "gp-live-test-token-0123456789"
 def api(base, path, body=None):
     """(status, answer) of one call of Label Studio's API with the test user's token."""
     return call(base, path, body, headers={"Authorization": f"Token {TOKEN}"})
+
+
+def predictions_of(base, task):
+    status, predictions = api(base, f"/api/predictions?task={task['id']}")
+    assert status == 200 and len(predictions) == 1, predictions
+    return predictions[0]
 
 
 def wait_for(url, process, seconds, log):
@@ -72,7 +80,8 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
         status, project = api(ls_base, "/api/projects", {"title": "GlobalPointer NER", "label_config": labeling_config(labels),
                                                          "evaluate_predictions_automatically": True})
         assert status == 201, project
-        records = [json.loads(line) for line in open(trained / "dev.jsonl", encoding="utf-8")][:12]
+        records = [json.loads(line) for line in open(trained / "dev.jsonl", encoding="utf-8")][:11]
+        records.insert(8, {"text": FILLER[:12], "entities": []})  # a text the model finds nothing in, not annotated
         status, _ = api(ls_base, f"/api/projects/{project['id']}/import", [{"text": r["text"]} for r in records])
         assert status == 201
         status, connected = api(ls_base, "/api/ml", {"url": backend_base, "project": project["id"], "title": "gp"})
@@ -93,8 +102,13 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
             regions = predictions[0]["result"]
             assert sorted((r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in regions) == \
                 sorted((e["start"], e["end"], e["type"]) for e in ner(record["text"]))
-            if regions:
-                assert predictions[0]["score"] == pytest.approx(min(r["score"] for r in regions))
+            # every task has a score, the text's certainty, so uncertainty sampling orders them all
+            assert predictions[0]["score"] == pytest.approx(
+                certainty(ner.extractor.records([record["text"]], margins=True)[0]), abs=1e-5)
+        assert ner(FILLER[:12]) == []
+        status, _ = api(ls_base, f"/api/tasks/{tasks[8]['id']}")
+        assert predictions_of(ls_base, tasks[8])["score"] == pytest.approx(
+            certainty(ner.extractor.records([FILLER[:12]], margins=True)[0]), abs=1e-5)
 
         # annotate a few (the gold spans), then start training from the project's Model settings
         for task, record in zip(tasks[:6], records):

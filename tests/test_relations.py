@@ -402,16 +402,21 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
 
 
 @pytest.mark.slow  # a trained model and the commands' processes
-@pytest.mark.parametrize("command", [["predict", "--input", "{tmp}/x.txt", "--output-format", "doccano"]])
-def test_what_does_not_carry_relations_yet_refuses_a_relation_model_in_one_line(relation_run, tmp_path, command):
-    (tmp_path / "x.txt").write_text("李四出生于广州\n", encoding="utf-8")
+def test_doccano_output_of_a_relation_model_is_its_relation_import_and_reads_back(relation_run, tmp_path):
+    (tmp_path / "x.txt").write_text("李四出生于广州\n王五任职于百度\n", encoding="utf-8")
     best = relation_run / "run" / "best"
-    args = [part.format(tmp=tmp_path) for part in command]
-    result = subprocess.run([sys.executable, "-m", "globalpointer", *args, "--model", str(best)], capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode != 0
-    assert f"{best} is a relation model (2 relation types)" in result.stderr
-    assert "does not carry relations in this version" in result.stderr
+    for output_format, name in (("jsonl", "out.jsonl"), ("doccano", "doccano.jsonl")):
+        subprocess.run([sys.executable, "-m", "globalpointer", "predict", "--model", str(best), "--input",
+                        str(tmp_path / "x.txt"), "--output", str(tmp_path / name), "--output-format", output_format,
+                        "--certainty"], check=True, capture_output=True, timeout=120)
+    ours = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "doccano.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["entities"][0] == {"id": 0, "label": "人物", "start_offset": 0, "end_offset": 2}
+    assert lines[0]["relations"] == [{"id": 0, "from_id": 0, "to_id": 1, "type": "出生地"}]
+    assert "label" not in lines[0] and [line["certainty"] for line in lines] == [line["certainty"] for line in ours]
+    assert all(0 < line["certainty"] <= 1 for line in ours)
+    assert [triples(r) for r in read_records(str(tmp_path / "doccano.jsonl"), "doccano")] == \
+        [triples(r) for r in read_records(str(tmp_path / "out.jsonl"))]
 
 
 @pytest.mark.slow  # a trained model and the commands' processes

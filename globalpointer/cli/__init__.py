@@ -6,7 +6,7 @@ import difflib
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import calibrate, convert, data, evaluate, export, label_studio_backend, plot, predict, serve, train
+from . import calibrate, convert, data, evaluate, export, label_studio_backend, plot, predict, select, serve, train
 from .boundary import MEMORY_ADVICE, run_command
 
 __all__ = ["COMMANDS", "MEMORY_ADVICE", "evaluate_main", "main", "predict_main", "run_command", "train_main"]
@@ -18,6 +18,7 @@ COMMANDS: Dict[str, Tuple[Callable, str]] = {
     "evaluate": (evaluate.run, "span precision / recall / F1 of a model on a labelled file"),
     "predict": (predict.run, "entities of every line of a text or JSON-lines file"),
     "export": (export.run, "a deployable export: Paddle Inference, ONNX, INT8"),
+    "select": (select.run, "the unlabelled texts the model is least certain of, to label next"),
     "calibrate": (calibrate.run, "thresholds fitted on held-out labelled data"),
     "serve": (serve.run, "the HTTP service"),
     "label-studio-backend": (label_studio_backend.run, "the model as a Label Studio ML backend (pre-annotation, "

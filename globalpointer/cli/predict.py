@@ -24,12 +24,17 @@ def run(argv, prog):
     parser.add_argument("--output-format", default="jsonl", choices=OUTPUT_FORMATS,
                         help="label-studio: a JSON array of tasks with the entities as pre-annotations (one task per "
                              "line), for Label Studio's import; doccano: one doccano import line per input line, "
-                             "{\"text\", \"label\": [[start, end, type]]}")
+                             "{\"text\", \"label\": [[start, end, type]]} (a relation model: {\"text\", \"entities\", "
+                             "\"relations\"}, its relation-extraction import)")
     parser.add_argument("--label-config", metavar="FILE",
                         help="also write the Label Studio labeling interface for the model's types here (paste it "
                              "into the project's Labeling Interface, or pass it as label_config through the API)")
     parser.add_argument("--model-version", help="label-studio and doccano: the predictions' model_version (doccano: "
                                                 "a field of each line, shown as metadata; default: --model)")
+    parser.add_argument("--certainty", action="store_true",
+                        help="also write each text's certainty in [0, 1], lowest first worth labelling first (the "
+                             "score Label Studio's uncertainty sampling sorts by, as the label-studio output and "
+                             "the backend give it; docs/annotation.md)")
     parser.add_argument("--html", help="also write a page drawing the entities of the first --html-texts lines")
     parser.add_argument("--html-texts", type=whole_number(1), default=1000, help="lines drawn by --html")
     args = parser.parse_args(argv)
@@ -46,8 +51,6 @@ def run(argv, prog):
     model = open_model(args.model)
     if args.input != "-":
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
-    if args.output_format == "doccano":
-        model.refuse_relations(f"--output-format {args.output_format}")
     ner = load_for_inference(args, model)
     extractor, runtime = ner.extractor, ner.runtime
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
@@ -57,7 +60,7 @@ def run(argv, prog):
             drawn.append(payload)
 
     output = dict(output_format=args.output_format, model_version=args.model_version or os.path.normpath(args.model),
-                  on_payload=draw if args.html else None)
+                  on_payload=draw if args.html else None, certainty=args.certainty)
     if runtime.rank == 0:
         offer_labeling_config(ner.labels, args.label_config, OUTPUT_FORMATS[args.output_format].needs_interface,
                               ner.relations)

@@ -1,16 +1,18 @@
 """Texts -> entities (and a relation model's relations) with a trained model: tokenize, window, batch,
 score, decode, merge."""
-from typing import Callable, Dict, FrozenSet, Generator, List, Optional, Sequence
+import math
+from typing import Callable, Dict, FrozenSet, Generator, Iterable, List, Optional, Sequence
 
 import numpy as np
 import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, whole_word_spans, window_entities
-from ..model.decode import Threshold, score_logit, select_flat
+from ..model.decode import Threshold, score_logit, select_flat, sigmoid, threshold_array
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
-from ..spans import Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
+from ..spans import CLS_POSITIONS, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
+from .doubt import NEAR
 
 
 class Extractor:
@@ -63,19 +65,24 @@ class Extractor:
         records = yield from self.record_steps(texts, batch_size)
         return [record.entities for record in records]
 
-    def records(self, texts: Sequence[str]) -> List[Record]:
-        return run_steps(self.record_steps(texts))
+    def records(self, texts: Sequence[str], margins: bool = False) -> List[Record]:
+        return run_steps(self.record_steps(texts, margins=margins))
 
-    def record_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[int, None, List[Record]]:
+    def record_steps(self, texts: Sequence[str], batch_size: int = 0,
+                     margins: bool = False) -> Generator[int, None, List[Record]]:
         """``extract_steps``, returning a record per text: its entities and a relation model's relations
-        (each reported by the window that owns its head entity, from entities that window holds)."""
+        (each reported by the window that owns its head entity, from entities that window holds); with
+        ``margins``, each record's ``margins`` too: logit minus threshold of every cell within
+        ``doubt.NEAR`` of its threshold, entity and pair cells, each counted by the window that owns its
+        start (what ``doubt.certainty`` reads)."""
         was_training = getattr(self.model, "training", False)
         if was_training:
             self.model.eval()
         windows = self.featurizer.text_windows(texts)
-        entities: List[List[Entity]] = [[] for _ in texts]
-        relations: List[List[Relation]] = [[] for _ in texts]
+        found = [_Found() for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
+        limits = threshold_array(self.threshold)
+        below = NEAR if margins else 0.0  # the cells decoded: those above the threshold, or near it too
         batches = self.passes(windows, batch_size)
         for done, members in enumerate(batches, 1):
             with paddle.no_grad():
@@ -83,26 +90,38 @@ class Extractor:
                 if not getattr(self.model, "reads_arrays", False):  # an export's runtime reads numpy
                     inputs = model_inputs(inputs)
                 outputs = self.model(**inputs)
-                decoded = self.model.decode(outputs, inputs["span_text"], self.threshold)
-                cells = pair_cells(outputs, inputs["span_text"], len(self.labels), self.pair_threshold) \
+                decoded = self.model.decode(outputs, inputs["span_text"], limits - below if margins else self.threshold)
+                cells = pair_cells(outputs, inputs["span_text"], len(self.labels), self.pair_threshold - below) \
                     if self.relations else [[] for _ in members]
                 for row, spans, row_cells in zip(members, decoded, cells):
                     row_lengths = [lengths[i] for i in row]
-                    for i, own, own_cells in zip(row, split_row(spans, row_lengths), split_row(row_cells, row_lengths, ("row", "column"))):
-                        found = window_entities(windows[i], own, self.labels, self.continuations)
-                        entities[windows[i].record_index].extend(found)
-                        if self.relations:
-                            relations[windows[i].record_index].extend(window_relations(
-                                windows[i], own, own_cells, self.labels, self.relations, self.continuations))
+                    for i, own, own_cells in zip(row, split_row(spans, row_lengths),
+                                                 split_row(row_cells, row_lengths, ("row", "column"))):
+                        self._read_window(windows[i], own, own_cells, found[windows[i].record_index],
+                                          limits if margins else None)
             yield len(batches) - done
         if was_training:
             self.model.train()
-        if self.flat:
-            entities = [select_flat(found) for found in entities]
-        else:
-            entities = [sorted(found, key=lambda e: (e.start, e.end, e.type)) for found in entities]
-        return [Record(text, found, relations=kept_relations(found, linked))
-                for text, found, linked in zip(texts, entities, relations)]
+        return [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
+
+    def _read_window(self, window: Window, spans: Sequence[TokenSpan], cells: Sequence, found: "_Found",
+                     limits: Optional[np.ndarray]) -> None:
+        """One window's decoded spans and pair cells into its text's ``found``; with ``limits`` (the
+        thresholds, one or one per type), they were decoded ``NEAR`` below them: those above count, the
+        others only give their margins."""
+        if limits is not None:
+            limit = [float(limits[0 if limits.size == 1 else index]) for index in range(len(self.labels))]
+            index = {label: i for i, label in enumerate(self.labels)}
+            found.add_margins(score_margin(entity.score, limit[index[entity.type]])
+                              for entity in window_entities(window, spans, self.labels, self.continuations))
+            spans = [span for span in spans if span.score > _score(limit[span.type])]
+            own_from, own_to = window.owned
+            found.add_margins(score_margin(cell.score, self.pair_threshold) for cell in cells
+                              if own_from <= cell.row - CLS_POSITIONS < own_to)
+            cells = [cell for cell in cells if cell.score > _score(self.pair_threshold)]
+        found.entities += window_entities(window, spans, self.labels, self.continuations)
+        if self.relations:
+            found.relations += window_relations(window, spans, cells, self.labels, self.relations, self.continuations)
 
     def passes(self, windows: Sequence[Window], batch_size: int = 0) -> List[List[List[int]]]:
         """The forward passes over ``windows``: each a list of rows, each row the indices of the windows
@@ -112,6 +131,35 @@ class Extractor:
     def pass_inputs(self, windows: Sequence[Window], rows: List[List[int]]) -> Dict[str, np.ndarray]:
         """What the model reads in one pass (``collate_rows``), as numpy arrays."""
         return collate_rows([[windows[i] for i in row] for row in rows], self.featurizer.pad_id)
+
+
+class _Found:
+    """What the windows of one text found, gathered as they are read."""
+
+    def __init__(self):
+        self.entities: List[Entity] = []
+        self.relations: List[Relation] = []
+        self.margins: List[float] = []
+
+    def add_margins(self, margins: Iterable[float]) -> None:
+        """Those within ``NEAR`` of the threshold (the cells decoded reach from ``NEAR`` below it)."""
+        self.margins += [margin for margin in margins if abs(margin) < NEAR]
+
+    def record(self, text: str, flat: bool, margins: bool) -> Record:
+        entities = select_flat(self.entities) if flat else sorted(self.entities, key=lambda e: (e.start, e.end, e.type))
+        return Record(text, entities, relations=kept_relations(entities, self.relations),
+                      margins=tuple(self.margins) if margins else None)
+
+
+def _score(logit: float) -> float:
+    """A threshold logit as the score a decoded cell is compared with (``decode.spans_from_hits``: the
+    sigmoid of a float32 logit in float64), so a cell is above it exactly when its logit is."""
+    return float(sigmoid(np.float64(np.float32(logit))))
+
+
+def score_margin(score: float, limit: float) -> float:
+    """A decoded cell's logit (from its score) minus its threshold."""
+    return math.log(score) - math.log1p(-score) - float(np.float32(limit))
 
 
 def run_steps(steps: Generator):

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from ..errors import UserError, json_failure
 from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
+from .doubt import certainty
 from .label_studio import label_studio_task
 
 if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
@@ -28,10 +29,17 @@ if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines do
 
 def doccano_line(payload: dict, model_version: str) -> dict:
     """One predict.py output payload -> a line doccano's sequence-labelling import reads (end
-    exclusive, as doccano's own export); the input's other fields, and the model that labelled it,
-    are kept as its metadata."""
-    line = {key: value for key, value in payload.items() if key != "entities"}
-    line["label"] = [[e["start"], e["end"], e["type"]] for e in payload.get("entities") or []]
+    exclusive, as doccano's own export), or its relation-extraction import for a relation model's; the
+    input's other fields, and the model that labelled it, are kept as its metadata."""
+    line = {key: value for key, value in payload.items() if key not in ("entities", "relations")}
+    entities = payload.get("entities") or []
+    if "relations" in payload:  # a relation model: doccano's relation-extraction import, entities by id
+        line["entities"] = [{"id": i, "label": e["type"], "start_offset": e["start"], "end_offset": e["end"]}
+                            for i, e in enumerate(entities)]
+        line["relations"] = [{"id": i, "from_id": r["head"], "to_id": r["tail"], "type": r["type"]}
+                             for i, r in enumerate(payload["relations"])]
+    else:
+        line["label"] = [[e["start"], e["end"], e["type"]] for e in entities]
     if model_version:
         line.setdefault("model_version", model_version)  # a field of the input's own keeps its value
     return line
@@ -41,12 +49,14 @@ class OutputFormat(NamedTuple):
     convert: Optional[Callable[[dict, str], dict]]  # (payload, model version) -> what is written (None: itself)
     array: bool = False  # the lines form one JSON array, not JSON lines
     needs_interface: bool = False  # imported into a project that needs the labeling interface of the types
+    certainty: bool = False  # it reads each text's certainty (its prediction's score)
 
 
 # predict's --output-format choices
 OUTPUT_FORMATS: Dict[str, OutputFormat] = {
     "jsonl": OutputFormat(None),
-    "label-studio": OutputFormat(label_studio_task, array=True, needs_interface=True),  # Label Studio imports arrays
+    "label-studio": OutputFormat(label_studio_task, array=True, needs_interface=True,  # Label Studio imports arrays
+                                 certainty=True),
     "doccano": OutputFormat(doccano_line)}
 
 
@@ -93,6 +103,22 @@ def sniff_format(first_line: bytes) -> str:
         return "jsonl" if first_line.lstrip().startswith(b"{") else "text"
 
 
+def parsed_chunks(source: Iterable[bytes], input_format: str, lines_per_chunk: int,
+                  at_file_start: bool = True) -> Iterator[Tuple[List[bytes], List[ParsedLine]]]:
+    """The lines of ``source`` ``lines_per_chunk`` at a time, each as read and as parsed (``auto``: the
+    format of the first non-empty line; a BOM at the file's start is no part of its first text)."""
+    first_chunk = at_file_start
+    for chunk in read_chunks(source, lines_per_chunk):
+        if first_chunk and chunk[0].startswith(codecs.BOM_UTF8):
+            chunk[0] = chunk[0][len(codecs.BOM_UTF8):]
+        first_chunk = False
+        if input_format == "auto":
+            first = next((raw for raw in chunk if raw.strip()), None)
+            if first is not None:
+                input_format = sniff_format(first)
+        yield chunk, [parse_line(raw, "text" if input_format == "auto" else input_format) for raw in chunk]
+
+
 def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[bytes]]:
     chunk: List[bytes] = []
     for raw in stream:
@@ -110,8 +136,10 @@ class PredictionWriter:
     that rank 0 joins)."""
 
     def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
-                 array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None):
+                 array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None,
+                 certainty: bool = False):
         self.sink = sink
+        self.certainty = certainty or OUTPUT_FORMATS[output_format].certainty  # each payload has its text's
         self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
         self.model_version = model_version
         self.convert = OUTPUT_FORMATS[output_format].convert
@@ -138,28 +166,25 @@ class PredictionWriter:
 def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: PredictionWriter, input_format: str = "auto",
                    lines_per_chunk: int = 512, total_bytes: Optional[int] = None,
                    at_file_start: bool = True) -> Tuple[int, int]:
-    """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error)."""
+    """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error).  Each
+    payload has its text's ``certainty`` (``doubt.certainty``) where the writer asks for it."""
     lines = failed = 0
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True,
                disable=not sys.stderr.isatty())  # to a file, the closing line says what was done
-    for chunk in read_chunks(source, lines_per_chunk):
-        if at_file_start and lines == 0 and chunk[0].startswith(codecs.BOM_UTF8):  # a BOM is no part of the first text
-            chunk[0] = chunk[0][len(codecs.BOM_UTF8):]
-        if input_format == "auto":
-            first = next((raw for raw in chunk if raw.strip()), None)
-            if first is not None:
-                input_format = sniff_format(first)
-        parsed = [parse_line(raw, "text" if input_format == "auto" else input_format) for raw in chunk]
+    for chunk, parsed in parsed_chunks(source, input_format, lines_per_chunk, at_file_start):
         readable = [i for i, p in enumerate(parsed) if p.text]
         relational = bool(getattr(extractor, "relations", None))
-        found = extractor.records([parsed[i].text for i in readable]) if relational \
-            else [Record(parsed[i].text, e) for i, e in zip(readable, extractor.extract([parsed[i].text for i in readable]))]
+        texts = [parsed[i].text for i in readable]
+        found = extractor.records(texts, margins=writer.certainty) if relational or writer.certainty \
+            else [Record(text, e) for text, e in zip(texts, extractor.extract(texts))]
         found_of = dict(zip(readable, found))
         for i, item in enumerate(parsed):
             payload = item.payload
             if item.text is not None:
-                record = found_of.get(i) or Record(item.text, [])
+                record = found_of.get(i) or Record(item.text, [], margins=() if writer.certainty else None)
                 payload = {**payload, **record.dicts(with_score=True, relations=relational)}
+                if writer.certainty:
+                    payload["certainty"] = certainty(record)
             failed += "error" in payload
             writer.write(payload)
         lines += len(chunk)
@@ -172,19 +197,19 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
 
 def predict_file(extractor: "Extractor", input_path: str, output_path: str, input_format: str = "auto",
                  lines_per_chunk: int = 512, output_format: str = "jsonl", model_version: str = "",
-                 on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
-    """``-`` means standard input / output.  A file output is written under a temporary name and
+                 on_payload: Optional[Callable[[dict], None]] = None, certainty: bool = False) -> Tuple[int, int]:
+    """``-`` means standard input / output (``certainty``: each line has its text's, ``doubt.certainty``).  A file output is written under a temporary name and
     renamed at the end, so a finished file is always complete."""
     total = os.path.getsize(input_path) if input_path != "-" else None
     source = sys.stdin.buffer if input_path == "-" else open(input_path, "rb")
     try:
         if output_path == "-":
-            writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload)
+            writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload, certainty=certainty)
             return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
         sink = None
         try:
             with atomic_output(output_path) as sink:
-                writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload)
+                writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload, certainty=certainty)
                 return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
         except KeyboardInterrupt as stop:
             if sink is None or sink.partial_name is None:
@@ -233,7 +258,8 @@ def part_files(output_path: str, world_size: int) -> List[str]:
 
 def predict_file_share(extractor: "Extractor", input_path: str, output_path: str, input_format: str,
                        lines_per_chunk: int, rank: int, world_size: int, barrier, output_format: str = "jsonl",
-                       model_version: str = "", on_payload: Optional[Callable[[dict], None]] = None) -> Tuple[int, int]:
+                       model_version: str = "", on_payload: Optional[Callable[[dict], None]] = None,
+                       certainty: bool = False) -> Tuple[int, int]:
     """One of ``world_size`` processes: predict the ``rank``-th contiguous share of the input's lines
     into its part file (``part_files``), wait for every process (``barrier``), then rank 0 joins the
     parts in order into ``OUT``, the same file one process writes."""
@@ -247,7 +273,8 @@ def predict_file_share(extractor: "Extractor", input_path: str, output_path: str
     with open(input_path, "rb") as source:
         share = itertools.islice(source, first, stop)
         with atomic_output(parts[rank]) as sink:
-            writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload)
+            writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload,
+                                      certainty=certainty)
             counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
     barrier()
     if rank == 0:

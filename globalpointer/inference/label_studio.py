@@ -18,13 +18,13 @@ FROM_NAME = "label"  # the names of the <Labels> and <Text> tags in labeling_con
 TO_NAME = "text"
 
 
-def prediction_for(entities: Sequence[dict], model_version: str, from_name: str = FROM_NAME,
+def prediction_for(entities: Sequence[dict], certainty: float, model_version: str, from_name: str = FROM_NAME,
                    to_name: str = TO_NAME, relations: Sequence[dict] = ()) -> dict:
     """One text's entity dicts -> a Label Studio prediction of ``labels`` regions (the tags of the
     project's interface named by ``from_name`` / ``to_name``), and a relation model's relation dicts
     (``head`` and ``tail`` indexing ``entities``) as ``relation`` results between them.  Its score is
-    its least certain result's, so sorting tasks by it (Label Studio's uncertainty sampling) puts the
-    texts most worth checking first."""
+    the text's ``certainty`` (``doubt.certainty``), given a text without entities too, so sorting tasks
+    by it (Label Studio's uncertainty sampling) puts the texts most worth labelling first."""
     results = [{"id": f"gp{index}", "from_name": from_name, "to_name": to_name, "type": "labels",
                 "origin": "prediction", "score": entity["score"],
                 "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
@@ -33,21 +33,18 @@ def prediction_for(entities: Sequence[dict], model_version: str, from_name: str 
     results += [{"from_id": f"gp{relation['head']}", "to_id": f"gp{relation['tail']}", "type": "relation",
                  "direction": "right", "labels": [relation["type"]], "score": relation["score"]}
                 for relation in relations]
-    prediction = {"model_version": model_version, "result": results}
-    if results:
-        prediction["score"] = min(result["score"] for result in results)
-    return prediction
+    return {"model_version": model_version, "score": certainty, "result": results}
 
 
 def label_studio_task(payload: dict, model_version: str) -> dict:
-    """One predict.py output payload (``text``, ``entities``, other input fields, maybe ``error``)
-    -> a task with the entities as its prediction; a line that could not be read keeps its
+    """One predict.py output payload (``text``, ``entities``, ``certainty``, other input fields, maybe
+    ``error``) -> a task with the entities as its prediction; a line that could not be read keeps its
     ``error`` in the data and gets no prediction."""
-    data = {key: value for key, value in payload.items() if key not in ("entities", "relations")}
+    data = {key: value for key, value in payload.items() if key not in ("entities", "relations", "certainty")}
     if "error" in payload:
         return {"data": data}
-    return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], model_version,
-                                                         relations=payload.get("relations") or ())]}
+    return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], payload["certainty"],
+                                                         model_version, relations=payload.get("relations") or ())]}
 
 
 def labeling_config(labels: Sequence[str], relations: Sequence[str] = ()) -> str:

@@ -23,6 +23,7 @@ from ..data.reading import lone_surrogate_at
 from ..errors import ConfigError
 from ..runtime import Runtime
 from ..spans import Record
+from .doubt import certainty as record_certainty
 from .extractor import run_steps
 
 log = logging.getLogger("globalpointer")
@@ -84,9 +85,15 @@ class Pipeline:
 
         return evaluate_file(self, path)
 
-    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0) -> Generator[int, None, List[List[dict]]]:
+    def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0,
+                      certainty: bool = False) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
-        (``Extractor.extract_steps``)."""
+        (``Extractor.extract_steps``); with ``certainty``, {"entities", "certainty"} (and a relation
+        model's "relations") per text, its certainty as ``inference.doubt.certainty`` gives it."""
+        if certainty:
+            found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=True)
+            return [{**record.dicts(with_score=True, relations=bool(self.relations)), "certainty": record_certainty(record)}
+                    for record in found]
         if self.relations:  # a relation model: {"entities", "relations"} per text
             found = yield from self.extractor.record_steps(texts, rows_per_pass)
             return [record.dicts(with_score=True, relations=True) for record in found]

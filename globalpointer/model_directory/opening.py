@@ -250,14 +250,6 @@ class ModelDirectory:
             config = dataclasses.replace(config, data=dataclasses.replace(config.data, limit=0))
         return config
 
-    def refuse_relations(self, command: str) -> None:
-        """A ConfigError for a relation model where ``command`` would give its entities alone: a silent
-        half answer is worse than none."""
-        if self.trained_for.relations:
-            raise ConfigError(f"{self.path} is a relation model ({len(self.trained_for.relations)} relation types): "
-                              f"{command} does not carry relations in this version; predict, evaluate and "
-                              f"globalpointer.load give them")
-
     @property
     def packs_texts(self) -> Optional[bool]:
         """What an export's export.json says of packing texts (``recorded_packing``; None for a checkpoint)."""

@@ -41,7 +41,7 @@ class ServedModel:
 
     def predict_steps(self, texts: List[str]):
         now = self.now
-        found = yield from now.pipeline.predict_steps(texts, self.rows_per_pass)
+        found = yield from now.pipeline.predict_steps(texts, self.rows_per_pass, certainty=True)
         return [(now.version, entities) for entities in found]
 
 

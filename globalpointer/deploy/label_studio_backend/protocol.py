@@ -53,17 +53,18 @@ def task_texts(tasks: list, interface: Interface) -> List[str]:
 
 
 def predictions(found: List[Tuple[str, object]], interface) -> List[dict]:
-    """Label Studio's prediction of each task from its (model version, entity dicts, or a relation
-    model's {"entities", "relations"}), with the types and relation types the project's interface offers
-    (a relation between entities it does not offer is left out with them)."""
+    """Label Studio's prediction of each task from its (model version, {"entities", "certainty"} and a
+    relation model's "relations": ``Pipeline.predict_steps(..., certainty=True)``), with the types and
+    relation types the project's interface offers (a relation between entities it does not offer is
+    left out with them); its score the text's certainty, whatever the project offers."""
     offered, linked = set(interface.labels), set(interface.relations)
     out = []
     for version, item in found:
-        entities, relations = (item["entities"], item["relations"]) if isinstance(item, dict) else (item, [])
+        entities, relations = item["entities"], item.get("relations", [])
         kept = [index for index, entity in enumerate(entities) if entity["type"] in offered]
         renumber = {old: new for new, old in enumerate(kept)}
         relations = [{**r, "head": renumber[r["head"]], "tail": renumber[r["tail"]]} for r in relations
                      if r["type"] in linked and r["head"] in renumber and r["tail"] in renumber]
-        out.append(prediction_for([entities[i] for i in kept], version, interface.from_name, interface.to_name,
-                                  relations))
+        out.append(prediction_for([entities[i] for i in kept], item["certainty"], version, interface.from_name,
+                                  interface.to_name, relations))
     return out
