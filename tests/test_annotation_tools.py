@@ -1,6 +1,7 @@
 """doccano and Label Studio files in, Label Studio tasks out, and conlleval's repair of tag noise."""
 import io
 import json
+import math
 
 import pytest
 
@@ -132,7 +133,8 @@ def test_label_studio_output_is_one_json_array_with_a_task_per_input_line():
     assert [t["data"]["text"] for t in tasks] == ["Alice in Paris", "", '{"broken', "no entity"]
     [prediction] = tasks[0]["predictions"]
     # the text's certainty: margins log(0.75 / 0.25) and 0, wrong with chance 0.25 and 0.5
-    assert prediction["model_version"] == "m1" and prediction["score"] == round(1 / 1.75, 6)
+    doubt = -sum(p * math.log(p) + (1 - p) * math.log(1 - p) for p in (0.25, 0.5))
+    assert prediction["model_version"] == "m1" and prediction["score"] == round(1 / (1 + doubt), 6)
     assert [(r["value"]["start"], r["value"]["end"], r["value"]["text"], r["value"]["labels"], r["score"],
              r["from_name"], r["to_name"], r["type"]) for r in prediction["result"]] == [
         (9, 14, "Paris", ["LOC"], 0.75, "label", "text", "labels"), (0, 5, "Alice", ["PER"], 0.5, "label", "text", "labels")]
