@@ -8,7 +8,8 @@ import pytest
 
 import globalpointer
 from globalpointer.config import ModelConfig
-from globalpointer.data.batching import collate, collate_rows, pack_rows, split_row
+from globalpointer.data.batching import (PACKED_ROW_TOKENS, collate, collate_rows, pack_rows, prediction_batches,
+                                        split_row)
 from globalpointer.data.features import Featurizer
 from globalpointer.model.encoders import build_tiny
 from globalpointer.model.network import model_inputs
@@ -55,6 +56,17 @@ def test_pack_rows_puts_every_window_in_one_row_within_the_budget():
     assert [200] in rows  # longer than a row: alone
     assert len(rows) < 0.7 * len(lengths)  # short windows do share rows
     assert pack_rows([30, 20, 40, 10], 50) == [[2, 3], [0, 1]]  # first fit, longest first
+
+
+def test_a_call_with_one_long_window_shares_rows_of_64_tokens_at_most():
+    """Rows as long as the longest window (125 tokens) cost 0.80x on CoNLL04: the cap holds whatever it is."""
+    lengths = [125, 40, 30, 30, 20, 20, 10]
+    rows = [row for batch in prediction_batches(lengths, 64, True) for row in batch]
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    assert [0] in rows and all(sum(lengths[i] for i in row) <= PACKED_ROW_TOKENS for row in rows if row != [0])
+    assert any(len(row) > 1 for row in rows)
+    assert sorted(row for batch in prediction_batches([20, 10, 10], 64, True) for row in batch) == [[0], [1, 2]]
+    assert [len(row) for batch in prediction_batches(lengths, 64, False) for row in batch] == [1] * len(lengths)
 
 
 def test_split_row_gives_each_window_its_spans_over_its_own_positions():

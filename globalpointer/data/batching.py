@@ -80,11 +80,21 @@ def pack_rows(lengths: Sequence[int], row_tokens: int) -> List[List[int]]:
     return rows
 
 
+# A shared row holds at most this many tokens (fewer when the call's longest window is shorter): a row of
+# k texts computes k times the quadratic cells of attention and the span planes, then masks them.  Rows
+# as long as a call's longest window (125 tokens on CoNLL04's dev texts) made the forward pass 0.80x as
+# fast as a row per window; rows of at most 64 tokens: 1.03x there, 0.97x on CLUENER, level within the
+# noise of that run (docs/performance.md).
+PACKED_ROW_TOKENS = 64
+
+
 def prediction_batches(lengths: Sequence[int], max_rows: int, pack_texts: bool) -> List[List[List[int]]]:
     """The forward passes of one prediction call: each a list of rows, each row the indices of the
     windows side by side in it.  With ``pack_texts`` short windows share rows no longer than the
-    longest window (``pack_rows``), else a row per window; rows are batched by ``padding_aware_batches``."""
-    rows = pack_rows(lengths, max(lengths, default=0)) if pack_texts else [[i] for i in range(len(lengths))]
+    longest window nor ``PACKED_ROW_TOKENS`` (``pack_rows``), else a row per window; rows are batched by
+    ``padding_aware_batches``."""
+    rows = pack_rows(lengths, min(max(lengths, default=0), PACKED_ROW_TOKENS)) if pack_texts \
+        else [[i] for i in range(len(lengths))]
     row_lengths = [sum(lengths[i] for i in row) for row in rows]
     return [[rows[r] for r in batch] for batch in padding_aware_batches(row_lengths, max_rows)]
 
