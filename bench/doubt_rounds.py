@@ -31,12 +31,10 @@ import os
 import random
 import subprocess
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import SHARED  # noqa: E402
-from globalpointer.data.readers import read_records  # noqa: E402
+from common import SHARED
+from globalpointer.data.readers import read_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORDERINGS = ("doubt", "least_entity", "random")
@@ -102,15 +100,25 @@ def pick_doubt(work: str, model_dir: str, pool: Dict[int, str], count: int, name
         return [json.loads(line)["id"] for line in handle]
 
 
-def pick_least_entity(model_dir: str, pool: Dict[int, str], count: int, rng: random.Random) -> List[int]:
-    from globalpointer.inference.doubt import least_certain_result
+def least_certain_result(record) -> Optional[float]:
+    """The score of a record's least certain entity or relation, None when it has none: the Label Studio
+    prediction's score before ``doubt.certainty``."""
+    scores = [entity.score for entity in record.entities] + [relation.score for relation in record.relations]
+    return min(scores) if scores else None
 
-    records = scored_pool(model_dir, pool)
+
+def least_entity_order(records: dict, rng: Optional[random.Random] = None) -> List[int]:
+    """The keys of ``records`` by ``least_certain_result``, lowest first; those without one after them
+    (shuffled by ``rng``, else in key order)."""
     scored = {key: least_certain_result(record) for key, record in records.items()}
-    unscored = [key for key, score in scored.items() if score is None]
-    rng.shuffle(unscored)
-    ranked = sorted((key for key in scored if scored[key] is not None), key=lambda k: (scored[k], k)) + unscored
-    return ranked[:count]
+    unscored = sorted(key for key, score in scored.items() if score is None)
+    if rng is not None:
+        rng.shuffle(unscored)
+    return sorted((key for key in scored if scored[key] is not None), key=lambda k: (scored[k], k)) + unscored
+
+
+def pick_least_entity(model_dir: str, pool: Dict[int, str], count: int, rng: random.Random) -> List[int]:
+    return least_entity_order(scored_pool(model_dir, pool), rng)[:count]
 
 
 def errors(record, gold) -> int:
@@ -123,7 +131,7 @@ def errors(record, gold) -> int:
 def compare_measures(work: str, model_dir: str, pool: Dict[int, str], gold: Dict[int, object], count: int,
                      rng: random.Random) -> dict:
     """The errors of the ``count`` texts each measure would choose, and random's (the mean over 20 draws)."""
-    from globalpointer.inference.doubt import MEASURES, least_certain_result
+    from globalpointer.inference.doubt import MEASURES
 
     records = scored_pool(model_dir, pool)
     wrong = {key: errors(record, gold[key]) for key, record in records.items()}
@@ -131,10 +139,7 @@ def compare_measures(work: str, model_dir: str, pool: Dict[int, str], gold: Dict
     for name, measure in MEASURES.items():
         ranked = sorted(records, key=lambda key: (measure(records[key].margins), key))
         out[name] = sum(wrong[key] for key in ranked[:count])
-    baseline = {key: least_certain_result(record) for key, record in records.items()}
-    ranked = sorted((k for k in baseline if baseline[k] is not None), key=lambda k: (baseline[k], k))
-    ranked += [k for k in records if baseline[k] is None]
-    out["least_entity"] = sum(wrong[key] for key in ranked[:count])
+    out["least_entity"] = sum(wrong[key] for key in least_entity_order(records)[:count])
     keys = sorted(records)
     out["random"] = sum(sum(wrong[k] for k in rng.sample(keys, count)) for _ in range(20)) / 20
     with open(os.path.join(work, "measures.json"), "w") as handle:
@@ -154,11 +159,11 @@ def run(args) -> None:
     order = list(range(len(every)))
     rng.shuffle(order)
     start, pool_keys = order[:args.start], order[args.start:args.start + args.pool]
-    dev_units = units(os.path.join(SHARED, spec["dev"]), args.set)
-    dev_file = write_units(os.path.join(work, "dev" + os.path.splitext(spec["train"])[1]), dev_units[:args.dev])
-    held_out = os.path.join(SHARED, spec["held_out"]) if spec["held_out"] else \
-        write_units(os.path.join(work, "held_out" + os.path.splitext(spec["train"])[1]), dev_units[args.dev:])
     suffix = os.path.splitext(spec["train"])[1]
+    dev_units = units(os.path.join(SHARED, spec["dev"]), args.set)
+    dev_file = write_units(os.path.join(work, "dev" + suffix), dev_units[:args.dev])
+    held_out = os.path.join(SHARED, spec["held_out"]) if spec["held_out"] else \
+        write_units(os.path.join(work, "held_out" + suffix), dev_units[args.dev:])
     results_path = os.path.join(work, "rounds.json")
     results = json.load(open(results_path)) if os.path.exists(results_path) else {}
 

@@ -58,9 +58,3 @@ def certainty(record) -> float:
         raise ValueError("this record was predicted without margins: Extractor.records(texts, margins=True)")
     return round(entropy(record.margins), 6)
 
-
-def least_certain_result(record) -> float:
-    """The score of a record's least certain entity or relation; None when it has none (what the Label
-    Studio prediction's score was before ``certainty``: the baseline of docs/annotation.md)."""
-    scores = [entity.score for entity in record.entities] + [relation.score for relation in record.relations]
-    return min(scores) if scores else None

@@ -82,6 +82,7 @@ class Extractor:
         found = [_Found() for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
         limits = threshold_array(self.threshold)
+        near = _Limits(self.labels, limits, self.pair_threshold) if margins else None
         below = NEAR if margins else 0.0  # the cells decoded: those above the threshold, or near it too
         batches = self.passes(windows, batch_size)
         for done, members in enumerate(batches, 1):
@@ -97,28 +98,24 @@ class Extractor:
                     row_lengths = [lengths[i] for i in row]
                     for i, own, own_cells in zip(row, split_row(spans, row_lengths),
                                                  split_row(row_cells, row_lengths, ("row", "column"))):
-                        self._read_window(windows[i], own, own_cells, found[windows[i].record_index],
-                                          limits if margins else None)
+                        self._read_window(windows[i], own, own_cells, found[windows[i].record_index], near)
             yield len(batches) - done
         if was_training:
             self.model.train()
         return [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
 
     def _read_window(self, window: Window, spans: Sequence[TokenSpan], cells: Sequence, found: "_Found",
-                     limits: Optional[np.ndarray]) -> None:
-        """One window's decoded spans and pair cells into its text's ``found``; with ``limits`` (the
-        thresholds, one or one per type), they were decoded ``NEAR`` below them: those above count, the
-        others only give their margins."""
-        if limits is not None:
-            limit = [float(limits[0 if limits.size == 1 else index]) for index in range(len(self.labels))]
-            index = {label: i for i, label in enumerate(self.labels)}
-            found.add_margins(score_margin(entity.score, limit[index[entity.type]])
+                     near: Optional["_Limits"]) -> None:
+        """One window's decoded spans and pair cells into its text's ``found``; with ``near``, they were
+        decoded ``NEAR`` below the thresholds: those above count, the others only give their margins."""
+        if near is not None:
+            found.add_margins(score_margin(entity.score, near.by_label[entity.type])
                               for entity in window_entities(window, spans, self.labels, self.continuations))
-            spans = [span for span in spans if span.score > _score(limit[span.type])]
+            spans = [span for span in spans if span.score > near.scores[span.type]]
             own_from, own_to = window.owned
-            found.add_margins(score_margin(cell.score, self.pair_threshold) for cell in cells
+            found.add_margins(score_margin(cell.score, near.pair) for cell in cells
                               if own_from <= cell.row - CLS_POSITIONS < own_to)
-            cells = [cell for cell in cells if cell.score > _score(self.pair_threshold)]
+            cells = [cell for cell in cells if cell.score > near.pair_score]
         found.entities += window_entities(window, spans, self.labels, self.continuations)
         if self.relations:
             found.relations += window_relations(window, spans, cells, self.labels, self.relations, self.continuations)
@@ -131,6 +128,17 @@ class Extractor:
     def pass_inputs(self, windows: Sequence[Window], rows: List[List[int]]) -> Dict[str, np.ndarray]:
         """What the model reads in one pass (``collate_rows``), as numpy arrays."""
         return collate_rows([[windows[i] for i in row] for row in rows], self.featurizer.pad_id)
+
+
+class _Limits:
+    """The thresholds of one call, computed once for its windows: a logit per type (by label) and the
+    pair cells', and each as the score a cell above it has (``_score``)."""
+
+    def __init__(self, labels: Sequence[str], limits: np.ndarray, pair: float):
+        per_type = [float(limit) for limit in np.broadcast_to(limits, (len(labels),))]
+        self.by_label: Dict[str, float] = dict(zip(labels, per_type))
+        self.scores = [_score(limit) for limit in per_type]
+        self.pair, self.pair_score = pair, _score(pair)
 
 
 class _Found:

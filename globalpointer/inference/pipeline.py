@@ -90,13 +90,13 @@ class Pipeline:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
         (``Extractor.extract_steps``); with ``certainty``, {"entities", "certainty"} (and a relation
         model's "relations") per text, its certainty as ``inference.doubt.certainty`` gives it."""
-        if certainty:
-            found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=True)
-            return [{**record.dicts(with_score=True, relations=bool(self.relations)), "certainty": record_certainty(record)}
-                    for record in found]
-        if self.relations:  # a relation model: {"entities", "relations"} per text
-            found = yield from self.extractor.record_steps(texts, rows_per_pass)
-            return [record.dicts(with_score=True, relations=True) for record in found]
+        if certainty or self.relations:  # a relation model: {"entities", "relations"} per text
+            found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=certainty)
+            out = [record.dicts(with_score=True, relations=bool(self.relations)) for record in found]
+            if certainty:
+                for item, record in zip(out, found):
+                    item["certainty"] = record_certainty(record)
+            return out
         found = yield from self.extractor.extract_steps(texts, rows_per_pass)
         return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
 
