@@ -36,7 +36,6 @@ MODELS = {"ours global_pointer": ("global_pointer", build_network),
 def extractor_of(run: str, build) -> Extractor:
     """The best checkpoint of ``run``, built by ``build`` (the peer's weights load only into the peer)."""
     from globalpointer.model.network import load_weights
-    from globalpointer.model_directory.opening import open_model
 
     opened = open_model(os.path.join(run, "best"))
     loaded = load_checkpoint(opened) if build is build_network else None

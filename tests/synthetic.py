@@ -52,3 +52,30 @@ def tiny_config(tmp_path, **overrides) -> str:
 
     path.write_text(yaml.safe_dump(sections, allow_unicode=True), encoding="utf-8")
     return str(path)
+
+
+def write_lines(path, objects):
+    """Objects as JSON lines at ``path`` (a pathlib.Path); its name as a string."""
+    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
+    return str(path)
+
+
+PEOPLE, PLACES, FIRMS = ["张三", "李四", "王五"], ["北京", "上海", "广州"], ["华为", "腾讯", "百度"]
+FILL = "的一是在了有和这中大为上个以要他时来用们生到作地于出就分对成会可发年动同工也能下过子说产种面而方后多定行"
+
+
+def relation_lines(count: int, seed: int):
+    """DuIE-style lines of a learnable relation task: a person born in a place or working for a firm."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        person, place, firm = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(FIRMS)
+        pad = "".join(rng.choice(FILL) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.5:
+            text, spo = f"{pad}{person}出生于{place}", [("出生地", person, "人物", place, "地点")]
+        else:
+            text, spo = f"{person}任职于{firm}{pad}", [("就职", person, "人物", firm, "企业")]
+        lines.append({"text": text, "spo_list": [{"predicate": p, "subject": s, "subject_type": st_,
+                                                  "object": {"@value": o}, "object_type": {"@value": ot}}
+                                                 for p, s, st_, o, ot in spo]})
+    return lines

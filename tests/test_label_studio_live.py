@@ -55,27 +55,73 @@ def start(command, log, env=None):
                             env={**os.environ, **(env or {})})
 
 
-@pytest.mark.skipif(not LABEL_STUDIO, reason="Label Studio is not installed (set LABEL_STUDIO_BIN)")
-def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(trained, tmp_path):
-    from synthetic import tiny_config
-
-    ls_port, backend_port = free_port(), free_port()
-    ls_base, backend_base = f"http://127.0.0.1:{ls_port}", f"http://127.0.0.1:{backend_port}"
+@pytest.fixture(scope="module")
+def label_studio(tmp_path_factory):
+    """The address of a Label Studio started once for this module's tests, on loopback."""
+    if not LABEL_STUDIO:
+        pytest.skip("Label Studio is not installed (set LABEL_STUDIO_BIN)")
+    tmp_path = tmp_path_factory.mktemp("label-studio")
+    base = f"http://127.0.0.1:{free_port()}"
     # Label Studio refuses to call local addresses unless told (its defaults guard a hosted server)
-    label_studio = start([LABEL_STUDIO, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port",
-                          str(ls_port), "--data-dir", str(tmp_path / "ls-data"), "--username", "gp@example.com",
-                          "--password", "gp-password-1", "--user-token", TOKEN, "--enable-legacy-api-token"],
-                         tmp_path / "label-studio.log",
-                         {"SSRF_PROTECTION_ENABLED": "false", "ML_BLOCK_LOCAL_IP": "false",
-                          "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "ls-data"), "LABEL_STUDIO_HOST": ls_base})
-    model = str(trained / "run" / "best")
+    process = start([LABEL_STUDIO, "start", "--no-browser", "--internal-host", "127.0.0.1", "--port",
+                     base.rsplit(":", 1)[1], "--data-dir", str(tmp_path / "ls-data"), "--username", "gp@example.com",
+                     "--password", "gp-password-1", "--user-token", TOKEN, "--enable-legacy-api-token"],
+                    tmp_path / "label-studio.log",
+                    {"SSRF_PROTECTION_ENABLED": "false", "ML_BLOCK_LOCAL_IP": "false",
+                     "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "ls-data"), "LABEL_STUDIO_HOST": base})
+    try:
+        wait_for(base + "/health", process, 300, tmp_path / "label-studio.log")
+        yield base
+    finally:
+        stop(process)
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def start_backend(model, work, base_config, ls_base, log):
+    """The project's backend for ``model`` on a free port, fetching annotations from ``ls_base``; (process,
+    address) once it answers."""
+    base = f"http://127.0.0.1:{free_port()}"
     backend = start([sys.executable, "-m", "globalpointer", "label-studio-backend", "--model", model, "--port",
-                     str(backend_port), "--work-dir", str(tmp_path / "rounds"),
-                     "--base-config", tiny_config(tmp_path, train__epochs=1)], tmp_path / "backend.log",
+                     base.rsplit(":", 1)[1], "--work-dir", work, "--base-config", base_config], log,
                     {"LABEL_STUDIO_URL": ls_base, "LABEL_STUDIO_API_KEY": TOKEN})  # where the round fetches from
     try:
-        wait_for(backend_base + "/health", backend, 120, tmp_path / "backend.log")
-        wait_for(ls_base + "/health", label_studio, 300, tmp_path / "label-studio.log")
+        wait_for(base + "/health", backend, 120, log)
+    except AssertionError:
+        stop(backend)
+        raise
+    return backend, base
+
+
+def trained_round(backend_base, work):
+    """The /health of the backend once the round it was asked for serves its new model (written under
+    ``work``)."""
+    new_version = os.path.normpath(work)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        health = json.load(urllib.request.urlopen(backend_base + "/health", timeout=5))
+        if health["training"] == "idle" and health["model_version"].startswith(new_version):
+            assert health["last_round"]["state"] == "served", health
+            return health
+        assert health["last_round"].get("state") != "failed", health
+        time.sleep(2)
+    raise AssertionError(f"no new model within 600 s: {health}")
+
+
+def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(label_studio, trained, tmp_path):
+    from synthetic import tiny_config
+
+    ls_base = label_studio
+    model = str(trained / "run" / "best")
+    backend, backend_base = start_backend(model, str(tmp_path / "rounds"), tiny_config(tmp_path, train__epochs=1),
+                                          ls_base, tmp_path / "backend.log")
+    try:
         labels = json.loads((trained / "run" / "best" / "labels.json").read_text())
         status, project = api(ls_base, "/api/projects", {"title": "GlobalPointer NER", "label_config": labeling_config(labels),
                                                          "evaluate_predictions_automatically": True})
@@ -121,17 +167,7 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
         assert status == 200, answer
 
         # the backend trains in the background and swaps the new model in once it is written
-        new_version = os.path.normpath(str(tmp_path / "rounds"))
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            health = json.load(urllib.request.urlopen(backend_base + "/health", timeout=5))
-            if health["training"] == "idle" and health["model_version"].startswith(new_version):
-                break
-            assert health["last_round"].get("state") != "failed", health
-            time.sleep(2)
-        else:
-            raise AssertionError(f"no new model within 600 s: {health}")
-        assert health["last_round"]["state"] == "served"
+        health = trained_round(backend_base, str(tmp_path / "rounds"))
         version = health["model_version"]
         round_dir = os.path.dirname(os.path.dirname(version))
         exported = json.load(open(os.path.join(round_dir, "annotations.json"), encoding="utf-8"))
@@ -150,10 +186,73 @@ def test_label_studio_pre_annotates_opened_tasks_and_serves_the_retrained_model(
                       for r in predictions[0]["result"]) == \
             sorted((e["start"], e["end"], e["type"]) for e in new(record["text"]))
     finally:
-        for process in (backend, label_studio):
-            process.terminate()
-        for process in (backend, label_studio):
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(backend)
+
+
+def test_label_studio_shows_a_relation_models_triples_and_trains_a_round_on_annotated_ones(label_studio, relation_run,
+                                                                                         tmp_path):
+    """Relations as Label Studio stores them: the predictions' relation results between the model's regions,
+    annotations with relation results, and its export read back by the round that trains on them."""
+    import globalpointer
+    from globalpointer.data.readers import read_records
+    from synthetic import relation_lines, write_lines
+
+    ls_base = label_studio
+    model = str(relation_run / "run" / "best")
+    ner = globalpointer.load(model)
+    backend, backend_base = start_backend(model, str(tmp_path / "rounds"), str(relation_run / "config.yaml"), ls_base,
+                                          tmp_path / "backend.log")
+    try:
+        status, project = api(ls_base, "/api/projects", {"title": "GlobalPointer relations",
+                                                         "label_config": labeling_config(ner.labels, ner.relations)})
+        assert status == 201, project
+        records = [read_records(write_lines(tmp_path / f"line{index}.json", [line]))[0]
+                   for index, line in enumerate(relation_lines(6, 5))]
+        status, _ = api(ls_base, f"/api/projects/{project['id']}/import", [{"text": r.text} for r in records])
+        assert status == 201
+        status, connected = api(ls_base, "/api/ml", {"url": backend_base, "project": project["id"], "title": "gp"})
+        assert status == 201, connected
+        status, tasks = api(ls_base, f"/api/tasks?project={project['id']}&page_size=100")
+        tasks = sorted(tasks["tasks"], key=lambda task: task["id"])
+        assert len(tasks) == len(records)
+
+        # opening a task puts the model's triples on it: relation results between its labelled regions
+        found = 0
+        for task, record in zip(tasks, records):
+            status, _ = api(ls_base, f"/api/tasks/{task['id']}")
+            assert status == 200
+            result = predictions_of(ls_base, task)["result"]
+            regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}
+            links = [(r["labels"][0], regions[r["from_id"]], regions[r["to_id"]]) for r in result
+                     if r["type"] == "relation"]
+            expected = ner(record.text)
+            assert links == [(r["type"], expected["entities"][r["head"]]["text"], expected["entities"][r["tail"]]["text"])
+                             for r in expected["relations"]]
+            found += len(links)
+        assert found, "the model predicted no relation on any task"
+
+        # annotate every task with its gold regions and relations, then train a round on them
+        for task, record in zip(tasks, records):
+            regions = [{"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
+                        "value": {"start": e.start, "end": e.end, "text": record.text[e.start:e.end], "labels": [e.type]}}
+                       for k, e in enumerate(record.entities)]
+            links = [{"type": "relation", "from_id": f"r{record.entities.index(r.head)}",
+                      "to_id": f"r{record.entities.index(r.tail)}", "direction": "right", "labels": [r.type]}
+                     for r in record.relations]
+            status, _ = api(ls_base, f"/api/tasks/{task['id']}/annotations", {"result": regions + links})
+            assert status == 201
+        status, answer = api(ls_base, f"/api/ml/{connected['id']}/train", {})
+        assert status == 200, answer
+        health = trained_round(backend_base, str(tmp_path / "rounds"))
+        round_dir = os.path.dirname(os.path.dirname(health["model_version"]))
+
+        # what Label Studio exported is read back with every annotated relation
+        def triples(record):
+            return sorted((record.text[r.head.start:r.head.end], r.type, record.text[r.tail.start:r.tail.end])
+                          for r in record.relations)
+
+        exported = read_records(os.path.join(round_dir, "annotations.json"))
+        assert sorted(map(triples, exported)) == sorted(map(triples, records))
+        assert globalpointer.load(health["model_version"]).relations == ner.relations
+    finally:
+        stop(backend)

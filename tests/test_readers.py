@@ -12,7 +12,7 @@ from globalpointer.errors import DataError
 from globalpointer.inference.file_prediction import PredictionWriter, predict_stream
 from globalpointer.spans import Entity, Record
 from helpers import FakeExtractor
-from synthetic import write_jsonl
+from synthetic import write_jsonl, write_lines
 
 
 def write(tmp_path, name, text, encoding="utf-8"):
@@ -208,11 +208,6 @@ def test_a_limited_read_stops_where_its_records_end(tmp_path):
         read_records(path)
     tagged = write(tmp_path, "big.txt", "张 B-PER\n三 I-PER\n\n" * 400000 + "broken-line-without-tag\n")
     assert [r.text for r in read_records(tagged, format="chars", limit=3)] == ["张三"] * 3
-
-
-def write_lines(path, objects):
-    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
-    return str(path)
 
 
 def json_min(task_id, text, regions=None):

@@ -19,17 +19,13 @@ from globalpointer.data.batching import split_row
 from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs
 from globalpointer.spans import Entity, Record, Relation, TokenSpan
 from helpers import ROOT
+from synthetic import relation_lines, write_lines
 
 DUIE_LINE = {"text": "2011年，36岁的张智尧在《楚留香新传》里饰演楚留香，依旧帅气", "spo_list": [
     {"predicate": "主演", "object_type": {"@value": "人物"}, "subject_type": "影视作品", "object": {"@value": "张智尧"},
      "subject": "楚留香新传"},
     {"predicate": "饰演", "object_type": {"inWork": "影视作品", "@value": "人物"}, "subject_type": "娱乐人物",
      "object": {"inWork": "楚留香新传", "@value": "楚留香"}, "subject": "张智尧"}]}
-
-
-def write_lines(path, objects):
-    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
-    return str(path)
 
 
 def triples(record):
@@ -210,48 +206,6 @@ def test_entity_only_heads_are_built_as_before():
 
 
 # ---- a relation model, trained on a small learnable task, through every command that reads it ----
-
-PEOPLE, PLACES, FIRMS = ["张三", "李四", "王五"], ["北京", "上海", "广州"], ["华为", "腾讯", "百度"]
-FILL = "的一是在了有和这中大为上个以要他时来用们生到作地于出就分对成会可发年动同工也能下过子说产种面而方后多定行"
-
-
-def relation_lines(count: int, seed: int):
-    import random
-
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        person, place, firm = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(FIRMS)
-        pad = "".join(rng.choice(FILL) for _ in range(rng.randint(0, 5)))
-        if rng.random() < 0.5:
-            text, spo = f"{pad}{person}出生于{place}", [("出生地", person, "人物", place, "地点")]
-        else:
-            text, spo = f"{person}任职于{firm}{pad}", [("就职", person, "人物", firm, "企业")]
-        lines.append({"text": text, "spo_list": [{"predicate": p, "subject": s, "subject_type": st_,
-                                                  "object": {"@value": o}, "object_type": {"@value": ot}}
-                                                 for p, s, st_, o, ot in spo]})
-    return lines
-
-
-@pytest.fixture(scope="module")
-def relation_run(tmp_path_factory):
-    import yaml
-
-    from globalpointer.cli import train_main
-
-    tmp = tmp_path_factory.mktemp("relations")
-    config = {"data": {"train": write_lines(tmp / "train.json", relation_lines(200, 1)),
-                       "dev": write_lines(tmp / "dev.json", relation_lines(40, 2)),
-                       "test": write_lines(tmp / "test.json", relation_lines(40, 4)), "max_length": 24,
-                       "window_overlap": 8},
-              "model": {"encoder": "tiny", "head_size": 16},
-              "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
-                        "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},
-              "device": "cpu", "output_dir": str(tmp / "run")}
-    (tmp / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
-    assert train_main(["--config", str(tmp / "config.yaml")]) == 0
-    return tmp
-
 
 @pytest.mark.slow  # a trained model and the commands' processes
 def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(relation_run, tmp_path):

@@ -201,8 +201,8 @@ class InferenceConfig:
                                         "the size of its checkpoint's weights), so a machine that predicts with many checkpoints does not fill its disk; 0: no "
                                         "bound", bounds=NON_NEGATIVE)
     pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
-                                  "the longest window of the call, each still read alone: fewer forward passes, less "
-                                  "padding (false: a row per window)")
+                                  "the call's longest window nor than 64 tokens, each still read alone: fewer forward "
+                                  "passes, less padding (false: a row per window)")
 
 
 @dataclass

@@ -24,8 +24,8 @@ class Extractor:
         """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
         maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
-        ``pack_texts``: short windows share rows no longer than the call's longest window (so no row
-        costs more than in a batch without sharing), where the model can read several texts in a row
+        ``pack_texts``: short windows share rows no longer than the call's longest window nor than
+        ``batching.PACKED_ROW_TOKENS`` (so no row costs more than in a batch without sharing), where the model can read several texts in a row
         (its ``packs_texts``); otherwise a row per window.  ``whole_words``: no span starts or ends inside
         a word (a model trained on a file read as words, tokenized in subword pieces).  ``relations``: a
         relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit)."""
