@@ -28,8 +28,23 @@ from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
 from peer import build_peer_relations
 
+
+
+def build_with_pair_rope(settings, encoder, num_types: int, num_relations: int = 0):
+    """``build_network`` with RoPE in the two pair heads, which the published GPLinker (and ``relation_head``)
+    leave without: the measurement behind that choice."""
+    from globalpointer.model.heads import EfficientGlobalPointer
+
+    network = build_network(settings, encoder, num_types, num_relations)
+    network.head.starts, network.head.ends = (
+        EfficientGlobalPointer(encoder.hidden_size, num_relations, head_size=settings.head_size, rope=True,
+                               tril_mask=False) for _ in range(2))
+    return network
+
+
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
+          "ours efficient_global_pointer pair-rope": ("efficient_global_pointer", build_with_pair_rope),
           "paddlenlp GPLinker": ("efficient_global_pointer", build_peer_relations)}
 
 
