@@ -181,7 +181,17 @@ def run(args) -> None:
     held_out = os.path.join(SHARED, spec["held_out"]) if spec["held_out"] else \
         write_units(os.path.join(work, "held_out" + suffix), dev_units[args.dev:])
     results_path = os.path.join(work, "rounds.json")
-    results = json.load(open(results_path)) if os.path.exists(results_path) else {}
+
+    def record(key: str, value) -> None:
+        """One entry into rounds.json, read again first: runs of other orderings write it too."""
+        results = json.load(open(results_path)) if os.path.exists(results_path) else {}
+        if isinstance(value, tuple):
+            results.setdefault(key, {})[value[0]] = value[1]
+        else:
+            results[key] = value
+        with open(results_path + ".tmp", "w") as handle:
+            json.dump(results, handle, indent=1)
+        os.replace(results_path + ".tmp", results_path)
 
     def trained(name: str, chosen: List[int]) -> float:
         train_file = write_units(os.path.join(work, f"{name}{suffix}"), [every[k] for k in chosen])
@@ -189,12 +199,12 @@ def run(args) -> None:
 
     first = trained("round-0", start)
     characters = {k: len(records[k].text) for k in order}
-    results["start"] = {"labelled": len(start), "f1": first, "characters": sum(characters[k] for k in start)}
+    record("start", {"labelled": len(start), "f1": first, "characters": sum(characters[k] for k in start)})
     pool_texts = {k: records[k].text for k in pool_keys}
     if not os.path.exists(os.path.join(work, "measures.json")):
         compare_measures(work, os.path.join(work, "round-0", "best"), pool_texts, {k: records[k] for k in pool_keys},
                          args.per_round, random.Random(args.seed))
-    for ordering in ORDERINGS:
+    for ordering in args.orderings.split(","):
         labelled, model = list(start), os.path.join(work, "round-0", "best")
         pick_rng = random.Random(args.seed * 1000 + 1)
         for number in range(1, args.rounds + 1):
@@ -213,12 +223,9 @@ def run(args) -> None:
                 json.dump(picked, open(chosen_file, "w"))
             labelled += picked
             f1 = trained(name, labelled)
-            results.setdefault(ordering, {})[str(len(labelled))] = f1
-            cost = sum(characters[k] for k in labelled)
-            results.setdefault(f"{ordering}_characters", {})[str(len(labelled))] = cost
+            record(ordering, (str(len(labelled)), f1))
+            record(f"{ordering}_characters", (str(len(labelled)), sum(characters[k] for k in labelled)))
             model = os.path.join(work, name, "best")
-            with open(results_path, "w") as handle:
-                json.dump(results, handle, indent=1)
             print(f"{args.set} seed {args.seed} {ordering} {len(labelled)} texts: F1 {f1:.4f}", flush=True)
 
 
@@ -260,6 +267,8 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=200, help="texts labelled at random before the first round")
     parser.add_argument("--per-round", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--orderings", default=",".join(ORDERINGS),
+                        help="comma-separated: the orderings this process runs (several processes may share --out)")
     parser.add_argument("--pool", type=int, default=4000, help="unlabelled texts offered to the orderings")
     parser.add_argument("--dev", type=int, default=400, help="dev texts for early stopping and the threshold")
     parser.add_argument("--plot", metavar="FOLDER", help="draw the runs under FOLDER (--output PNG) and exit")
