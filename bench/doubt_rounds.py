@@ -21,9 +21,13 @@ measure chosen by (``measures.json``).
 
     python bench/doubt_rounds.py --set cluener --seed 0 --out runs/doubt/cluener-0
     python bench/doubt_rounds.py --set conll2003 --seed 0 --out runs/doubt/conll2003-0
-    python bench/doubt_rounds.py --plot runs/doubt --output docs/img/doubt_rounds.png
+    python bench/doubt_rounds.py --plot runs/doubt --output docs/doubt_rounds.png
+    python bench/doubt_rounds.py --summary runs/doubt
 
-Each run writes ``rounds.json`` (F1 per ordering and round) as it goes and picks up where it stopped.
+Each run writes ``rounds.json`` (F1 per ordering and round, and the labelled characters) as it goes and
+picks up where it stopped; ``--orderings`` splits a run's orderings over processes sharing ``--out``.
+The rounds.json of the runs docs/annotation.md reports are kept in bench/results/doubt-rounds (those of
+seed 0 written from its table: that run's folder was lost).
 """
 import argparse
 import json
@@ -229,27 +233,58 @@ def run(args) -> None:
             print(f"{args.set} seed {args.seed} {ordering} {len(labelled)} texts: F1 {f1:.4f}", flush=True)
 
 
+def finished_runs(folder: str) -> Dict[str, List[dict]]:
+    """The rounds.json of every run under ``folder`` (SET-SEED/rounds.json), by set."""
+    runs: Dict[str, List[dict]] = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name, "rounds.json")
+        if os.path.exists(path):
+            runs.setdefault(name.rsplit("-", 1)[0], []).append(json.load(open(path)))
+    return runs
+
+
+def curve(seeds: List[dict], ordering: str) -> List[tuple]:
+    """(labelled texts, mean F1 in points) from the start on, over the seeds that reached each count."""
+    points = [(seeds[0]["start"]["labelled"], 100 * sum(seed["start"]["f1"] for seed in seeds) / len(seeds))]
+    for count in sorted({int(c) for seed in seeds for c in seed.get(ordering, {})}):
+        values = [seed[ordering][str(count)] for seed in seeds if str(count) in seed.get(ordering, {})]
+        points.append((count, 100 * sum(values) / len(values)))
+    return points
+
+
+def texts_to_reach(points: List[tuple], target: float) -> Optional[float]:
+    """Where the curve, a straight line between rounds, first reaches ``target``; None if it never does."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if y1 >= target:
+            return x0 + (x1 - x0) * (target - y0) / (y1 - y0) if y1 != y0 else x1
+    return None
+
+
+def summary(folder: str) -> None:
+    """A markdown table of the mean F1 per set, ordering and round, with the labelled texts each ordering
+    needs to reach random's final F1."""
+    print("| set | ordering | seeds | mean F1 from the start, round by round | texts to random's final F1 |")
+    print("|---|---|---|---|---|")
+    for dataset, seeds in sorted(finished_runs(folder).items()):
+        target = curve(seeds, "random")[-1][1]
+        for ordering in ORDERINGS:
+            points = curve(seeds, ordering)
+            reach = texts_to_reach(points, target)
+            print(f"| {dataset} | {ordering} | {len(seeds)} | " + ", ".join(f"{f1:.2f}" for _, f1 in points) +
+                  f" | {'not reached' if reach is None else f'{reach:.0f}'} |")
+
+
 def plot(folder: str, output: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs: Dict[str, List[dict]] = {}
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name, "rounds.json")
-        if os.path.exists(path):
-            runs.setdefault(name.rsplit("-", 1)[0], []).append(json.load(open(path)))
+    runs = finished_runs(folder)
     figure, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.6), squeeze=False)
     for axis, (dataset, seeds) in zip(axes[0], sorted(runs.items())):
         for ordering, style in zip(ORDERINGS, ("-o", "--s", ":^")):
-            counts = sorted({int(c) for seed in seeds for c in seed.get(ordering, {})})
-            means = []
-            for count in counts:
-                values = [seed[ordering][str(count)] for seed in seeds if str(count) in seed.get(ordering, {})]
-                means.append(100 * sum(values) / len(values))
-            start = 100 * sum(seed["start"]["f1"] for seed in seeds) / len(seeds)
-            axis.plot([seeds[0]["start"]["labelled"]] + counts, [start] + means, style, label=ordering)
+            axis.plot(*zip(*curve(seeds, ordering)), style, label=ordering)
         axis.set_title(f"{dataset} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")
         axis.set_xlabel("labelled texts")
         axis.set_ylabel("held-out F1")
@@ -272,9 +307,12 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=4000, help="unlabelled texts offered to the orderings")
     parser.add_argument("--dev", type=int, default=400, help="dev texts for early stopping and the threshold")
     parser.add_argument("--plot", metavar="FOLDER", help="draw the runs under FOLDER (--output PNG) and exit")
+    parser.add_argument("--summary", metavar="FOLDER", help="print the runs under FOLDER as a table and exit")
     parser.add_argument("--output")
     args = parser.parse_args()
-    if args.plot:
+    if args.summary:
+        summary(args.summary)
+    elif args.plot:
         plot(args.plot, args.output)
     else:
         run(args)
