@@ -41,16 +41,17 @@ def test_flat_selection_equals_the_plain_greedy(spans):
 
 def test_flat_selection_grows_with_the_candidates_not_their_square():
     """100,000 candidates, 20,000 kept: the plain greedy compares each candidate with every kept one
-    (about 10^9 comparisons, minutes); the fast path bisects."""
+    (about 10^9 comparisons, minutes); the fast path bisects.  CPU time of this process, so that other
+    jobs on the cores do not count (wall time under a loaded machine took 24 s)."""
     import random
     import time
 
     rng = random.Random(0)
     entities = [Entity(5 * i, 5 * i + 3, "A", rng.random()) for i in range(20000)]
     entities += [Entity(5 * i + 1, 5 * i + 4 + rng.randrange(8), "B", rng.random() / 2) for i in range(80000)]
-    begun = time.perf_counter()
+    begun = time.process_time()
     kept = select_flat(entities)
-    assert time.perf_counter() - begun < 10
+    assert time.process_time() - begun < 10
     assert kept and all(a.end <= b.start for a, b in zip(kept, kept[1:]))
 
 
