@@ -132,19 +132,12 @@ def errors(record, gold) -> int:
     return len(found ^ truth)
 
 
-def summed_entropy(margins) -> float:
-    """H of ``doubt.entropy``'s 1 / (1 + H)."""
-    from globalpointer.inference.doubt import entropy
-
-    return 1.0 / entropy(margins) - 1.0
-
-
 def compare_measures(work: str, model_dir: str, pool: Dict[int, str], gold: Dict[int, object], count: int,
                      rng: random.Random) -> dict:
     """The entity errors and the characters of the ``count`` texts each measure would choose, and random's
     (the mean over 20 draws).  Beside ``MEASURES`` and the least certain entity, the summed entropy per
     character: what a measure for labelling cost counted in characters rather than texts would rank by."""
-    from globalpointer.inference.doubt import MEASURES
+    from globalpointer.inference.doubt import MEASURES, summed_entropy
 
     records = scored_pool(model_dir, pool)
     wrong = {key: errors(record, gold[key]) for key, record in records.items()}

@@ -29,7 +29,6 @@ from globalpointer.training.loop import train
 from peer import build_peer_relations
 
 
-
 def build_with_pair_rope(settings, encoder, num_types: int, num_relations: int = 0):
     """``build_network`` with RoPE in the two pair heads, which the published GPLinker (and ``relation_head``)
     leave without: the measurement behind that choice."""

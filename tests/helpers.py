@@ -192,3 +192,27 @@ def unrecorded(checkpoint):
     info.pop(CHECKED_FILES, None)
     (checkpoint / "checkpoint.json").write_text(json.dumps(info))
     return checkpoint
+
+
+def triples(record):
+    """A record's relations as sorted (head text, head type, relation, tail text, tail type)."""
+    return sorted((record.text[r.head.start:r.head.end], r.head.type, r.type, record.text[r.tail.start:r.tail.end],
+                   r.tail.type) for r in record.relations)
+
+
+def label_studio_result(record):
+    """A gold record as a Label Studio annotation's result: a ``labels`` region per entity (ids r0, r1, ...)
+    and a ``relation`` result between two of them per relation."""
+    regions = [{"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
+                "value": {"start": e.start, "end": e.end, "text": record.text[e.start:e.end], "labels": [e.type]}}
+               for k, e in enumerate(record.entities)]
+    links = [{"type": "relation", "from_id": f"r{record.entities.index(r.head)}",
+              "to_id": f"r{record.entities.index(r.tail)}", "direction": "right", "labels": [r.type]}
+             for r in record.relations]
+    return regions + links
+
+
+def label_studio_links(result):
+    """The (relation, head text, tail text) of a Label Studio result's ``relation`` results, in order."""
+    regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}
+    return [(r["labels"][0], regions[r["from_id"]], regions[r["to_id"]]) for r in result if r["type"] == "relation"]

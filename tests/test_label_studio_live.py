@@ -17,7 +17,7 @@ import pytest
 
 from globalpointer.inference.doubt import certainty
 from globalpointer.inference.label_studio import labeling_config
-from helpers import ROOT, call, free_port
+from helpers import ROOT, call, free_port, label_studio_links, label_studio_result, triples
 from synthetic import FILLER
 
 pytestmark = pytest.mark.slow
@@ -222,9 +222,7 @@ def test_label_studio_shows_a_relation_models_triples_and_trains_a_round_on_anno
             status, _ = api(ls_base, f"/api/tasks/{task['id']}")
             assert status == 200
             result = predictions_of(ls_base, task)["result"]
-            regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}
-            links = [(r["labels"][0], regions[r["from_id"]], regions[r["to_id"]]) for r in result
-                     if r["type"] == "relation"]
+            links = label_studio_links(result)
             expected = ner(record.text)
             assert links == [(r["type"], expected["entities"][r["head"]]["text"], expected["entities"][r["tail"]]["text"])
                              for r in expected["relations"]]
@@ -233,24 +231,14 @@ def test_label_studio_shows_a_relation_models_triples_and_trains_a_round_on_anno
 
         # annotate every task with its gold regions and relations, then train a round on them
         for task, record in zip(tasks, records):
-            regions = [{"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
-                        "value": {"start": e.start, "end": e.end, "text": record.text[e.start:e.end], "labels": [e.type]}}
-                       for k, e in enumerate(record.entities)]
-            links = [{"type": "relation", "from_id": f"r{record.entities.index(r.head)}",
-                      "to_id": f"r{record.entities.index(r.tail)}", "direction": "right", "labels": [r.type]}
-                     for r in record.relations]
-            status, _ = api(ls_base, f"/api/tasks/{task['id']}/annotations", {"result": regions + links})
+            status, _ = api(ls_base, f"/api/tasks/{task['id']}/annotations", {"result": label_studio_result(record)})
             assert status == 201
         status, answer = api(ls_base, f"/api/ml/{connected['id']}/train", {})
         assert status == 200, answer
         health = trained_round(backend_base, str(tmp_path / "rounds"))
         round_dir = os.path.dirname(os.path.dirname(health["model_version"]))
 
-        # what Label Studio exported is read back with every annotated relation
-        def triples(record):
-            return sorted((record.text[r.head.start:r.head.end], r.type, record.text[r.tail.start:r.tail.end])
-                          for r in record.relations)
-
+        # what Label Studio exported is read back with every annotated relation, its entity types too
         exported = read_records(os.path.join(round_dir, "annotations.json"))
         assert sorted(map(triples, exported)) == sorted(map(triples, records))
         assert globalpointer.load(health["model_version"]).relations == ner.relations

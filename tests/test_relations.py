@@ -18,7 +18,7 @@ from globalpointer.model import reference
 from globalpointer.data.batching import split_row
 from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs
 from globalpointer.spans import Entity, Record, Relation, TokenSpan
-from helpers import ROOT
+from helpers import ROOT, label_studio_links, label_studio_result, triples
 from synthetic import relation_lines, write_lines
 
 DUIE_LINE = {"text": "2011年，36岁的张智尧在《楚留香新传》里饰演楚留香，依旧帅气", "spo_list": [
@@ -26,11 +26,6 @@ DUIE_LINE = {"text": "2011年，36岁的张智尧在《楚留香新传》里饰�
      "subject": "楚留香新传"},
     {"predicate": "饰演", "object_type": {"inWork": "影视作品", "@value": "人物"}, "subject_type": "娱乐人物",
      "object": {"inWork": "楚留香新传", "@value": "楚留香"}, "subject": "张智尧"}]}
-
-
-def triples(record):
-    return sorted((record.text[r.head.start:r.head.end], r.head.type, r.type, record.text[r.tail.start:r.tail.end],
-                   r.tail.type) for r in record.relations)
 
 
 def test_duie_lines_are_read_with_their_complex_objects_as_slot_relations(tmp_path):
@@ -326,13 +321,8 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
     tasks = []
     for index, line in enumerate(relation_lines(40, 5)):
         record, = read_records(write_lines(tmp_path / f"line{index}.json", [line]))
-        regions = [{"id": f"r{k}", "from_name": "label", "to_name": "text", "type": "labels",
-                    "value": {"start": e.start, "end": e.end, "text": record.text[e.start:e.end], "labels": [e.type]}}
-                   for k, e in enumerate(record.entities)]
-        links = [{"type": "relation", "from_id": f"r{record.entities.index(r.head)}",
-                  "to_id": f"r{record.entities.index(r.tail)}", "direction": "right", "labels": [r.type]}
-                 for r in record.relations]
-        tasks.append({"id": index, "data": {"text": record.text}, "annotations": [{"id": index, "result": regions + links}]})
+        tasks.append({"id": index, "data": {"text": record.text},
+                      "annotations": [{"id": index, "result": label_studio_result(record)}]})
     label_studio = FakeLabelStudio(tasks, "secret-token")
     app = create_app(best, ner, str(tmp_path / "rounds"), os.path.join(best, "config.yaml"), label_studio.url,
                      "secret-token")
@@ -342,9 +332,7 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
                                                    "label_config": interface})
             assert answer.status_code == 200, answer.text
             result = answer.json()["results"][0]["result"]
-            regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}
-            links = [(r["labels"][0], regions[r["from_id"]], regions[r["to_id"]]) for r in result if r["type"] == "relation"]
-            assert links == [("出生地", "李四", "广州")]
+            assert label_studio_links(result) == [("出生地", "李四", "广州")]
             project = {"id": 7, "label_config": interface}
             assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
             assert app.state.trainer.wait_idle(300)

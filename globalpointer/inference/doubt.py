@@ -33,11 +33,16 @@ def expected_errors(margins: Sequence[float]) -> float:
     return 1.0 / (1.0 + float(_sides(margins).sum()))
 
 
-def entropy(margins: Sequence[float]) -> float:
-    """1 / (1 + the cells' summed binary entropy, in nats)."""
+def summed_entropy(margins: Sequence[float]) -> float:
+    """The cells' summed binary entropy, in nats."""
     wrong = _sides(margins)
     wrong = wrong[wrong > 0]
-    return 1.0 / (1.0 + float(-(wrong * np.log(wrong) + (1 - wrong) * np.log1p(-wrong)).sum()))
+    return float(-(wrong * np.log(wrong) + (1 - wrong) * np.log1p(-wrong)).sum())
+
+
+def entropy(margins: Sequence[float]) -> float:
+    """1 / (1 + the cells' summed binary entropy)."""
+    return 1.0 / (1.0 + summed_entropy(margins))
 
 
 def least_margin(margins: Sequence[float]) -> float:
