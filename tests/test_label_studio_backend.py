@@ -70,6 +70,34 @@ def test_predictions_use_the_projects_names_and_order_the_queue(client_and_model
         assert prediction["score"] == certainty(ner.extractor.records([text], margins=True)[0])
 
 
+
+def test_the_backend_predict_and_select_give_a_text_the_same_score(client_and_model, trained, tmp_path, caplog):
+    """One model, one file of texts: the score the backend gives each task is the certainty predict writes
+    for its line, and select picks the lines in the order of those certainties."""
+    from globalpointer.cli import main, predict_main
+
+    client, _, _ = client_and_model
+    texts = list(dict.fromkeys(texts_of(trained, 24)))
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    model = str(trained / "run" / "best")
+    assert predict_main(["--model", model, "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl"),
+                         "--certainty"]) == 0
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["text"] for line in written] == texts
+    scores = [line["certainty"] for line in written]
+    assert len(set(scores)) >= 3 and min(scores) < 1  # scores that order the texts
+    answer = client.post("/predict", json={"tasks": [{"id": i, "data": {"sentence": t}} for i, t in enumerate(texts)],
+                                           "label_config": INTERFACE})
+    assert [result["score"] for result in answer.json()["results"]] == pytest.approx(scores, abs=1e-6)
+    count = len(texts) // 2
+    with caplog.at_level("INFO", logger="globalpointer"):
+        assert main(["select", "--model", model, "--input", str(tmp_path / "in.txt"), "--count", str(count),
+                     "--max-similarity", "1", "--output", str(tmp_path / "next.txt")]) == 0
+    least_certain = sorted(range(len(texts)), key=lambda i: (scores[i], i))[:count]
+    picked = (tmp_path / "next.txt").read_text(encoding="utf-8").splitlines()
+    assert [scores[texts.index(text)] for text in picked] == pytest.approx([scores[i] for i in least_certain], abs=1e-6)
+    assert f"certainty {scores[least_certain[0]]:.4g} to {scores[least_certain[-1]]:.4g}" in caplog.text
+
 def test_bad_requests_are_told_what_is_wrong(client_and_model):
     client, _, _ = client_and_model
     answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": "x"}}], "label_config": INTERFACE})
