@@ -66,7 +66,7 @@ CONFIG_KEYS = [
     "train.large_training_set", "train.layer_lr_decay", "train.log_every", "train.lr", "train.max_grad_norm",
     "train.max_steps", "train.patience", "train.seed", "train.warmup_ratio", "train.weight_decay"]
 REGISTRIES = {
-    "heads": ["global_pointer", "efficient_global_pointer", "softmax_tagger", "crf_tagger"],
+    "heads": ["global_pointer", "efficient_global_pointer"],
     "backends": ["openvino", "onnxruntime", "paddle-inference", "dynamic"],
     "formats": ["auto", "duie", "tokens", "triples", "label-studio", "cluener", "doccano", "cmeee", "jsonl", "chars",
                 "chars-position", "conll"],

@@ -173,7 +173,7 @@ def test_calibrate_stores_thresholds_that_predict_and_evaluate_use(trained, tmp_
     assert "thresholds.json is corrupted or not for this model's labels" in capsys.readouterr().err
 
 
-def test_calibrate_refuses_taggers_and_needs_data(trained, capsys):
+def test_calibrate_needs_data(trained, capsys):
     from globalpointer.cli import main as cli
 
     assert cli(["calibrate", "--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
@@ -212,13 +212,3 @@ def test_training_fits_on_its_dev_file_what_calibrate_fits(tmp_path, kind, capsy
     report = tmp_path / "test_report.json"
     assert evaluate_main(["--model", str(best), "--data", test, "--output", str(report)]) == 0
     assert json.loads(report.read_text())["micro"] == pytest.approx(summary["test"])
-
-
-def test_a_token_tagger_trains_without_thresholds(tmp_path):
-    from globalpointer.cli import train_main
-    from synthetic import tiny_config
-
-    config = tiny_config(tmp_path, train__epochs=1, train__calibrate="shared", model__head="softmax_tagger")
-    assert train_main(["--config", config]) == 0
-    assert not (tmp_path / "run" / "best" / "thresholds.json").exists()
-    assert "thresholds" not in json.loads((tmp_path / "run" / "summary.json").read_text())

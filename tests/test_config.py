@@ -46,6 +46,8 @@ def test_yaml_then_overrides(tmp_path):
     ("model.lexicon=jieba", "model.lexicon was removed: jieba's lexicon features were level"),
     ("model.context=bilstm", "model.context was removed: the context layers lost or were level"),
     ("train.ema_decay=0.999", "train.ema_decay was removed: the average of the weights lost"),
+    ("model.head=crf_tagger", r"model.head=crf_tagger was removed: the BIO token-classification baselines were "
+                              r"5-15 F1 behind GlobalPointer .*\(docs/results.md\); a model trained with it: train it"),
     ("train.boundary_smoothing=1", "train.boundary_smoothing must be >= 0 and < 1, got 1.0"),
     ("train.boundary_smoothing_size=0", "train.boundary_smoothing_size must be > 0, got 0"),
     ("train", "expected KEY=VALUE"),

@@ -88,16 +88,6 @@ def test_checkpoint_errors_are_clear(tmp_path, capsys):
     assert "missing model.safetensors" in capsys.readouterr().err
 
 
-def test_crf_tagger_baseline_cannot_learn_nested_spans(tmp_path):
-    config = tiny_config(tmp_path, model__head="crf_tagger", train__epochs=4)
-    assert train_main(["--config", config]) == 0
-    summary = json.load(open(tmp_path / "run" / "summary.json"))
-    report = json.load(open(tmp_path / "run" / "dev_report.json"))
-    assert summary["gold_spans_dropped_by_head"] > 0  # the LOC inside each 北京大学
-    assert report["micro"]["f1"] > 0.5
-    assert report["overlapping_gold"]["spans"] > 0 and report["overlapping_gold"]["found"] < report["overlapping_gold"]["spans"]
-
-
 def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
     config = tiny_config(tmp_path, train__epochs=2)
     for extra in ([], ["--overwrite"]):  # the second run replaces the first: one metrics row per epoch, not four

@@ -8,7 +8,7 @@ import pytest
 
 from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.cli import main as cli
-from globalpointer.cli import evaluate_main, predict_main, train_main
+from globalpointer.cli import evaluate_main, predict_main
 from globalpointer.config import load_config
 from globalpointer.corpus import featurizer_for
 from globalpointer.data.batching import collate
@@ -18,7 +18,6 @@ from globalpointer.files import mark_temporary
 from globalpointer.model.backends import OnnxModel, OpenVinoModel, PaddleInferenceModel, choose_backend, onnx_providers, paddle_inference_settings
 from globalpointer.model.network import model_inputs
 from helpers import snapshot
-from synthetic import tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +134,6 @@ def test_corrupted_export_is_a_clear_error(exported, tmp_path):
     (broken / "inference.pdiparams").write_bytes(b"not parameters")
     with pytest.raises(CheckpointError, match="cannot load the exported model"):
         PaddleInferenceModel(str(broken), tril_mask=True)
-
-
-def test_tagger_heads_are_not_exported(tmp_path):
-    config = tiny_config(tmp_path, model__head="softmax_tagger", train__epochs=1)
-    assert train_main(["--config", config]) == 0
-    with pytest.raises(UserError, match="export .* needs a span head"):
-        export_checkpoint(str(tmp_path / "run" / "best"), str(tmp_path / "export"))
 
 
 def test_int8_export_is_smaller_and_predicts_through_onnxruntime(trained, tmp_path, capsys, monkeypatch):

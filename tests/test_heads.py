@@ -103,14 +103,12 @@ def test_head_is_float32_under_float16_hidden_states():
 def test_build_head_names():
     from globalpointer.config import load_config
     from globalpointer.model.heads import HEADS
-    from globalpointer.model.taggers import TokenTagger
 
     model = load_config(overrides=["model.head=efficient_global_pointer", "model.head_size=8"]).model
     head = build_head(model.head, 16, 2, head_size=model.head_size)
     assert isinstance(head, EfficientGlobalPointer) and head.head_size == 8
-    for name, spec in HEADS.items():  # every registered head builds, and says truly whether it scores spans
-        built = build_head(name, 16, 2, head_size=8)
-        assert spec.span_scores == (not isinstance(built, TokenTagger))
+    for name, spec in HEADS.items():  # every registered head builds, and says truly whether its types share a term
+        assert spec.shared_scores == isinstance(build_head(name, 16, 2, head_size=8), EfficientGlobalPointer)
     with pytest.raises(ValueError, match="global_pointer"):
         build_head("globalpointer", 16, 2)
 

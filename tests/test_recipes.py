@@ -229,14 +229,3 @@ def test_the_recipe_comparisons_default_rows_train_what_their_names_say_on_a_lar
         assert applied_adversarial(train, train.large_training_set + 1, WithEmbeddings()) == \
             ("fgm" if "fgm" in name else "none"), row
 
-
-def test_a_token_tagger_trains_with_the_default_boundary_smoothing_and_without_its_targets(tmp_path, monkeypatch):
-    """Smoothing is a default of the span heads' loss: choosing a tagger head is no error, and the
-    tagger's loss gets no soft targets."""
-    from globalpointer.cli import train_main
-    from globalpointer.training import step
-
-    monkeypatch.setattr(step, "smoothed_targets", lambda *args: pytest.fail("a tagger has no span targets"))
-    config = tiny_config(tmp_path, train__epochs=1, train__boundary_smoothing=0.2, model__head="softmax_tagger")
-    assert train_main(["--config", config]) == 0
-    assert json.load(open(tmp_path / "run" / "summary.json"))["boundary_smoothing"] == 0.0

@@ -119,15 +119,6 @@ def test_training_and_evaluating_on_entries_that_declare_their_types(tmp_path, c
     assert set(report["per_type"]) == {"PER"} and report["macro_f1"] == report["per_type"]["PER"]["f1"]
 
 
-def test_token_taggers_refuse_entries_that_declare_types(tmp_path, capsys):
-    per, loc = half_and_half(tmp_path)
-    config = write_yaml(tmp_path / "config.yaml", {
-        "data": {"train": [{"path": per, "types": ["PER"]}, {"path": loc, "types": ["LOC"]}]},
-        "model": {"encoder": "tiny", "head": "softmax_tagger"}, "output_dir": str(tmp_path / "run")})
-    assert train_main(["--config", config]) == 2
-    assert "softmax_tagger learns every type at every token" in capsys.readouterr().err
-
-
 def trained_without_org(tmp_path):
     """A tiny model trained on LOC and PER (the synthetic task's ORG entities left out); its best/."""
     records = [{**r, "entities": [e for e in r["entities"] if e["type"] != "ORG"]} for r in make_records(240, 1)]

@@ -97,8 +97,8 @@ class ModelConfig:
                         "(PaddleNLP or Hugging Face format), a PaddleNLP model name, 'tiny' (random, tests only), "
                         "or auto: m3e-small for Chinese training texts, all-MiniLM-L6-v2 for Latin-script ones "
                         "(a model trained from train.init_from keeps its encoder)")
-    head: str = _opt("global_pointer", "span head, or a BIO token-classification baseline (softmax or CRF)",
-                     _head_names)
+    head: str = _opt("global_pointer", "span head: a GlobalPointer, or the Efficient GlobalPointer (one "
+                     "span score shared by the types, plus a start and an end term per type)", _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
@@ -160,8 +160,7 @@ class TrainConfig:
                                       bounds=POSITIVE)
     layer_lr_decay: float = _opt(0.8, "encoder layer k below the top learns at lr * layer_lr_decay^k, the "
                                  "embeddings lowest; 1: every layer at lr", bounds=Bounds(0, 1, low_included=False))
-    boundary_smoothing: float = _opt(0.2, "boundary smoothing (span heads; a token tagger has no span targets and "
-                                          "trains without it; after Zhu and Li, 2022): the spans a "
+    boundary_smoothing: float = _opt(0.2, "boundary smoothing (after Zhu and Li, 2022): the spans a "
                                           "token or so off an entity's boundaries (train.boundary_smoothing_size) "
                                           "share this target, softening the loss where annotators disagree; off on "
                                           "a large training file (train.large_training_set); 0: off",

@@ -6,8 +6,7 @@ The export directory holds ``inference.json`` + ``inference.pdiparams`` (batch a
 ``model.onnx`` with ``--onnx``, ``model.int8.onnx`` with ``--quantize int8`` (and OpenVINO's
 ``model.int8.xml`` + ``.bin`` with ``--openvino-calibration``), and the checkpoint's config, labels
 and tokenizer files, so that
-``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.  Span heads only:
-the tagger baselines decode with Python code (Viterbi) that no static graph carries.
+``predict.py --model RUN/export`` and ``evaluate.py --model RUN/export`` run on it.
 """
 import contextlib
 import ctypes
@@ -34,7 +33,6 @@ from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, co
 from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, model_files, openvino_available
 from ..model_directory.layout import (COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX, ONNX_INT8,
                                       OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, read_export_info)
-from ..model.heads import check_span_head
 from ..model.network import INPUTS
 from ..runtime import launch_position
 
@@ -149,7 +147,6 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
     check_export_target(output, checkpoint, requested)
     calibration_texts = calibration_texts_of(openvino_calibration) if openvino_calibration else []
     loaded = load_checkpoint(model)
-    check_span_head(loaded.config.model.head, f"export ({checkpoint})")
     with directory_being_written(output) as partial:
         save_static(loaded.network, partial)
         links = copy_checkpoint_files(loaded.directory, partial)

@@ -166,10 +166,8 @@ def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
     directory's ``thresholds.json``; returns the report (thresholds, F1 before and after per type)."""
     from ..model_directory.layout import THRESHOLDS
     from ..files import check_output_file
-    from ..model.heads import check_span_head
 
     config, labels = ner.config, ner.labels
-    check_span_head(config.model.head, "calibration (thresholds on span scores)")
     path = os.path.join(ner.directory, THRESHOLDS)
     check_output_file(path, "--model", [data_path])
     records = labelled_records(data_path, config.data.reading, labels)

@@ -96,8 +96,8 @@ def program_input_dtype(program: str, name: str) -> str:
 class _ExportedModel:
     """An export reads rows of several texts where its program's span_text numbers the texts of a row
     (int64; exports of earlier versions take a bool span_text, one text per row) and its export.json
-    does not say otherwise (``packs_texts``: false for a network that would read across the texts of a
-    row, as a tagger's CRF does).  It reads and returns numpy arrays: a round trip through Paddle
+    does not say otherwise (``packs_texts``: false for an encoder that takes no position ids, which
+    could not start each text of a row at 0).  It reads and returns numpy arrays: a round trip through Paddle
     tensors took 2% of INT8 prediction."""
     reads_arrays = True
     entity_planes = 0  # a relation model's entity types: its entity planes come first, then its pair planes

@@ -4,7 +4,7 @@ Both heads return float32 logits of shape ``[batch, num_types, seq_len, seq_len]
 that can never be a span (padding, special tokens, end before start) have ``MASKED_LOGIT`` added,
 which sends them far below any threshold and makes them vanish under exp() in the loss.
 Every head also owns its training loss and its decoding, so the loop and the predictor need not know
-which head they drive (see ``taggers.py`` for the token-classification baselines).
+which head they drive.
 The plain float64 formulas they are tested against: ``reference.global_pointer_scores`` and
 ``reference.efficient_global_pointer_scores``.
 """
@@ -14,7 +14,6 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import paddle
 from paddle import nn
 
-from ..errors import ConfigError
 from ..spans import TokenSpan
 from .decode import Threshold, spans_at_hits, threshold_array
 from .loss import count_masked_gold, dense_span_loss, gold_to_dense, sparse_span_loss
@@ -39,7 +38,6 @@ def decode_span_logits(logits: paddle.Tensor, span_text: paddle.Tensor, tril_mas
 
 
 class _SpanHead(nn.Layer):
-    packs_texts = True  # its span mask keeps each text of a row to itself
     smooths_boundaries = True  # its loss takes soft span targets (train.boundary_smoothing)
 
     def __init__(self, num_types: int, head_size: int, rope: bool, tril_mask: bool, loss: str = "sparse"):
@@ -128,27 +126,15 @@ class EfficientGlobalPointer(_SpanHead):
 
 
 class HeadSpec(NamedTuple):
-    """A head by name: how to build it, and whether it scores spans (then thresholds, calibration and
-    export apply to it)."""
+    """A head by name: how to build it, and whether part of every type's score is one term all types share."""
     build: Callable[..., nn.Layer]  # (hidden_size, num_types, head_size=, rope=, tril_mask=, loss=)
-    span_scores: bool
-    shared_scores: bool = False  # part of every type's score is one term all types share
-
-
-def _tagger(crf: bool):
-    def build(hidden_size: int, num_types: int, **span_settings) -> nn.Layer:
-        from .taggers import TokenTagger  # taggers import decode and crf only; lazily, as the baselines they are
-
-        return TokenTagger(hidden_size, num_types, crf=crf)  # the span settings do not apply to a tagger
-    return build
+    shared_scores: bool = False
 
 
 # The one list of heads: config/schema.py's model.head choices and every check by kind come from it.
 HEADS: Dict[str, HeadSpec] = {
-    "global_pointer": HeadSpec(GlobalPointer, True),
-    "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, True, shared_scores=True),
-    "softmax_tagger": HeadSpec(_tagger(crf=False), False),
-    "crf_tagger": HeadSpec(_tagger(crf=True), False),
+    "global_pointer": HeadSpec(GlobalPointer),
+    "efficient_global_pointer": HeadSpec(EfficientGlobalPointer, shared_scores=True),
 }
 
 
@@ -158,18 +144,5 @@ def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64,
     ``relations`` types, GPLinker's relation head over it (``relation_head``)."""
     if name not in HEADS:
         raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
-    if relations:
-        check_span_head(name, "a relation model")
     head = HEADS[name].build(hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask, loss=loss)
     return build_relation_head(head, EfficientGlobalPointer, hidden_size, relations, head_size) if relations else head
-
-
-def span_head_names() -> List[str]:
-    return [name for name, spec in HEADS.items() if spec.span_scores]
-
-
-def check_span_head(head: str, needed_by: str) -> None:
-    """A ConfigError unless ``head`` scores spans (what calibration, export and R-Drop work on)."""
-    if not HEADS[head].span_scores:
-        raise ConfigError(f"{needed_by} needs a span head (model.head={' or '.join(span_head_names())}); "
-                          f"model.head={head} tags tokens")

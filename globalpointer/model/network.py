@@ -44,9 +44,9 @@ class SpanNetwork(nn.Layer):
 
     @property
     def packs_texts(self) -> bool:
-        """Whether a row may hold several texts: the encoder must take position ids (to start each
-        text at 0) and the head must score spans (a tagger's CRF would run across the texts)."""
-        return self.takes_positions and self.head.packs_texts
+        """Whether a row may hold several texts: the encoder must take position ids, to start each
+        text at 0 (the heads' span masks keep each text of a row to itself)."""
+        return self.takes_positions
 
     def fresh_parameters(self) -> list:
         """The weights no pretrained encoder gave: the head's."""

@@ -44,8 +44,6 @@ class RelationSpan(NamedTuple):
 
 
 class RelationHead(nn.Layer):
-    packs_texts = True
-
     def __init__(self, entity_head: nn.Layer, starts_head: nn.Layer, ends_head: nn.Layer, num_relations: int):
         super().__init__()
         self.entity = entity_head

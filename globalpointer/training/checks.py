@@ -10,7 +10,7 @@ import numpy as np
 from ..data.relation_formats import relation_counts
 from ..data.sources import annotated_planes
 from ..errors import ConfigError
-from ..model.heads import HEADS, span_head_names
+from ..model.heads import HEADS
 from ..model_directory.opening import LoadedModel
 from ..spans import Record
 
@@ -19,15 +19,11 @@ log = logging.getLogger(__name__)
 
 def training_planes(train_records: List[Record], labels: List[str], start: Optional[LoadedModel],
                     head: str) -> Optional[np.ndarray]:
-    """The types each training record annotates (``sources.annotated_planes``; None: all), checked against
-    the head, and the trained types no file annotates said (``warn_untaught``)."""
+    """The types each training record annotates (``sources.annotated_planes``; None: all), and the trained
+    types no file annotates said (``warn_untaught``)."""
     planes = annotated_planes(train_records, labels)
     if start is not None and planes is not None:
         warn_untaught(start.trained_for.labels, planes, head)
-    if planes is not None and not HEADS[head].span_scores:
-        raise ConfigError(f"model.head={head} learns every type at every token, so it cannot leave out "
-                          f"the types a file does not annotate: train a span head ({', '.join(span_head_names())}), "
-                          f"or give the files as plain paths")
     return planes
 
 

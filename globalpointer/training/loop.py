@@ -30,7 +30,6 @@ from ..inference.extractor import Extractor
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
-from ..model.heads import HEADS
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
@@ -110,7 +109,7 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
         summary["added_types"] = added_types_at_best(state)
     if state.dev_records and not progress.best_f1 and state.runtime.is_main:
         warn_nothing_learned(state)
-    fit = bool(state.dev_records) and config.train.calibrate != "none" and HEADS[config.model.head].span_scores
+    fit = bool(state.dev_records) and config.train.calibrate != "none"
     if (fit or state.test_records) and state.runtime.is_main:  # the main process decodes the saved model
         load_weights(state.network, resolve_checkpoint(state.run.best))
     if fit:

@@ -45,7 +45,7 @@ class Progress:
     best_f1: float = -1.0
     best_step: int = 0
     evals_since_best: int = 0
-    dropped_gold: int = 0  # gold spans the head could not learn: masked cells, or overlaps for a tagger
+    dropped_gold: int = 0  # gold spans the head could not learn: masked cells
     seconds: float = 0.0  # wall time, evaluations included
     eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
     evaluated_step: int = -1  # global_step of the latest evaluation
