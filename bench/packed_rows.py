@@ -1,4 +1,4 @@
-"""Prediction with short texts side by side in shared rows (``inference.pack_texts``), against a row per text.
+"""Prediction with short texts side by side in shared rows (what prediction does), against a row per text.
 
     python bench/packed_rows.py --model RUN/best|EXPORT [--backend auto] [--calls 16,512] [--texts 1024]
         [--repeats 3]
@@ -42,8 +42,8 @@ def main():
     args = parser.parse_args()
 
     print(f"host: {cpu_math.CHOSEN}; {os.cpu_count()} cores")
-    models = {packed: globalpointer.load(args.model, backend=args.backend, inference__pack_texts=packed)
-              for packed in (False, True)}
+    models = {packed: globalpointer.load(args.model, backend=args.backend) for packed in (False, True)}
+    models[False].extractor.pack_texts = False
     rates = gemm_rates(args.repeats)  # after load, which gives Paddle its threads
     first = next(iter(models.values()))
     print(f"float32 GEMM: numpy {rates['numpy']:.1f} GFLOP/s, paddle {rates['paddle']:.1f} GFLOP/s; "

@@ -55,7 +55,7 @@ CONFIG_KEYS = [
     "cpu_threads", "data.dev", "data.format", "data.labels", "data.limit", "data.max_length", "data.on_error",
     "data.test", "data.tokenization", "data.train", "data.window_overlap", "device", "inference.backend",
     "inference.batch_size", "inference.compile_from_lines", "inference.compiled_cache_mb",
-    "inference.int8_unverified_cpu", "inference.pack_texts", "inference.precision", "inference.tensorrt",
+    "inference.int8_unverified_cpu", "inference.precision", "inference.tensorrt",
     "model.decode", "model.dropout", "model.encoder", "model.head", "model.head_size", "model.loss",
     "model.min_score", "model.rope", "model.tril_mask", "model.use_calibration", "output_dir",
     "serve.batch_texts", "serve.batch_wait_ms", "serve.client_timeout_s", "serve.host", "serve.max_body_bytes", "serve.max_header_bytes",

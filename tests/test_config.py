@@ -48,6 +48,8 @@ def test_yaml_then_overrides(tmp_path):
     ("train.ema_decay=0.999", "train.ema_decay was removed: the average of the weights lost"),
     ("model.head=crf_tagger", r"model.head=crf_tagger was removed: the BIO token-classification baselines were "
                               r"5-15 F1 behind GlobalPointer .*\(docs/results.md\); a model trained with it: train it"),
+    ("inference.pack_texts=false", r"inference.pack_texts was removed: a row per window was level .* this one says "
+                                   r"'False': remove the key \(from a model's config.yaml too\)"),
     ("train.boundary_smoothing=1", "train.boundary_smoothing must be >= 0 and < 1, got 1.0"),
     ("train.boundary_smoothing_size=0", "train.boundary_smoothing_size must be > 0, got 0"),
     ("train", "expected KEY=VALUE"),
@@ -231,9 +233,10 @@ def test_entries_mean_what_they_say():
 
 def test_a_removed_key_at_the_value_that_runs_now_loads_as_earlier_models_saved_it(tmp_path):
     path = write(tmp_path, "model:\n  lexicon: none\n  context: none\n  context_layers: 1\n"
-                           "train:\n  ema_decay: 0.0\n  rdrop_alpha: 0\n")
+                           "train:\n  ema_decay: 0.0\n  rdrop_alpha: 0\ninference:\n  pack_texts: true\n")
     config = load_config(path)
     assert not hasattr(config.model, "lexicon") and not hasattr(config.train, "ema_decay")
+    assert not hasattr(config.inference, "pack_texts")
     long = write(tmp_path, "model:\n  lexicon: " + "w" * 5000 + "\n")
     with pytest.raises(ConfigError) as error:
         load_config(long)

@@ -121,7 +121,8 @@ def test_packed_rows_predict_what_a_row_per_text_predicts(trained, backend):
         return network(**inputs)
     packed.extractor.model = type("Counted", (), {"__call__": staticmethod(counting), "packs_texts": True,
                                                   "decode": staticmethod(network.decode)})()
-    one_per_row = globalpointer.load(model, backend=backend, inference__pack_texts=False)
+    one_per_row = globalpointer.load(model, backend=backend)
+    one_per_row.extractor.pack_texts = False
     with_packing, without = list(packed.pipe(texts)), list(one_per_row.pipe(texts))
     assert max(texts_per_row) > 1  # rows did hold several texts
     longest = max(len(w.input_ids) for w in packed.extractor.featurizer.text_windows(texts))

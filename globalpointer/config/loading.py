@@ -30,6 +30,8 @@ REMOVED = {
     "model.context_layers": (1, "it counted model.context's layers, which were removed"),
     "train.ema_decay": (0.0, "the average of the weights lost F1 on nearly every seed"),
     "train.rdrop_alpha": (0.0, "R-Drop lost F1 on nearly every seed"),
+    "inference.pack_texts": (True, "a row per window was level with short windows side by side (0.97-1.04x), "
+                                   "which the model does wherever it can"),
 }
 # A removed value of a key -> why it went: a file that sets it is refused in one line
 REMOVED_CHOICES = {
@@ -403,8 +405,11 @@ def _drop_removed(tree: Dict[str, Any], where: str) -> None:
         if isinstance(values, dict) and key in values:
             value = values.pop(key)
             if value != now and not (isinstance(value, str) and isinstance(now, str) and value.strip() == now):
+                # an inference key never shaped the weights: a model's config.yaml just loses the key
+                model = "from a model's config.yaml too" if section == "inference" else \
+                    "a model trained with it: train it again"
                 raise ConfigError(f"{dotted} was removed{where}: {why} (docs/results.md); this one says "
-                                  f"{quoted(value)}: remove the key (a model trained with it: train it again)")
+                                  f"{quoted(value)}: remove the key ({model})")
     for (dotted, value), why in REMOVED_CHOICES.items():
         section, key = dotted.split(".")
         values = tree.get(section)

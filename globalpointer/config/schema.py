@@ -188,7 +188,7 @@ class InferenceConfig:
                                     "one line, or int8 anyway", ("float32", "int8"))
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
-                               "window, or several short ones, inference.pack_texts)", bounds=POSITIVE)
+                               "window, or several short ones side by side)", bounds=POSITIVE)
     compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
                                         "this many input lines, a Paddle Inference program is compiled from the "
                                         "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "
@@ -199,9 +199,6 @@ class InferenceConfig:
                                         "least recently run others are removed until they fit (a program is about "
                                         "the size of its checkpoint's weights), so a machine that predicts with many checkpoints does not fill its disk; 0: no "
                                         "bound", bounds=NON_NEGATIVE)
-    pack_texts: bool = _opt(True, "evaluation and prediction put short windows side by side in rows no longer than "
-                                  "the call's longest window nor than 64 tokens, each still read alone: fewer forward "
-                                  "passes, less padding (false: a row per window)")
 
 
 @dataclass

@@ -46,11 +46,11 @@ class Extractor:
                 pair_threshold: Optional[float] = None) -> "Extractor":
         """The extractor a run's config and its training record (``model_directory.opening.TrainedFor``) describe:
         its labels and decoding, ``model.min_score`` (unless ``threshold``), ``inference.batch_size``
-        (unless ``batch_size``) and ``inference.pack_texts``; whole words for a model trained on words; a
-        relation model's pair cells from ``model.min_score`` (unless ``pair_threshold``, a logit)."""
+        (unless ``batch_size``); short windows side by side where the model can read them so; whole words
+        for a model trained on words; a relation model's pair cells from ``model.min_score`` (unless ``pair_threshold``, a logit)."""
         return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),
                    score_logit(config.model.min_score) if threshold is None else threshold,
-                   batch_size or config.inference.batch_size, pack_texts=config.inference.pack_texts,
+                   batch_size or config.inference.batch_size, pack_texts=True,
                    whole_words=bool(trained_for.words), relations=trained_for.relations,
                    pair_threshold=score_logit(config.model.min_score) if pair_threshold is None else pair_threshold)
 

@@ -198,7 +198,7 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     its path, or the ``model_directory.opening.ModelDirectory`` a command opened.
 
     ``window_batch_size``: rows per forward pass (default ``inference.batch_size``; a row holds one
-    window, or several short ones with ``inference.pack_texts``)."""
+    window, or several short ones side by side)."""
     from ..model_directory.compiled import compiled_network
     from ..model_directory.layout import THRESHOLDS
     from ..corpus import featurizer_for
