@@ -45,7 +45,8 @@ class TokenSpan(NamedTuple):
 
 def overlapping_spans(keys) -> list:
     """The keys (start, end, type) of one text that share a character with another of its keys
-    (nested or crossing): the entities a BIO tagger, or flat decoding, cannot give together."""
+    (nested or crossing): the entities flat decoding cannot give together, and doccano drops unless a
+    project allows overlapping spans."""
     ordered = sorted(keys)
     found = set()
     for i, (start, end, _) in enumerate(ordered):

@@ -285,7 +285,7 @@ def test_an_output_format_is_one_entry_in_its_table(trained, tmp_path, monkeypat
         return {"t": payload["text"], "s": [[e["start"], e["end"], e["type"]] for e in payload["entities"]],
                 "by": model_version}
 
-    monkeypatch.setitem(OUTPUT_FORMATS, "spans", OutputFormat(spans, array=True, needs_interface=True))
+    monkeypatch.setitem(OUTPUT_FORMATS, "spans", OutputFormat(spans, None, array=True, needs_interface=True))
     (tmp_path / "in.txt").write_text("北京大学的张三\n张三\n", encoding="utf-8")
     with caplog.at_level("INFO", logger="globalpointer"):
         assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),

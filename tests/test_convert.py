@@ -25,3 +25,37 @@ def test_convert_refuses_a_skip_that_leaves_nothing(tmp_path, capsys):
     assert cli(["convert", source, str(tmp_path / "out.jsonl"), "--skip", "999999"]) == 2
     assert "--skip 999999 leaves none of its 3 records" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("output_format", ["doccano", "label-studio"])
+def test_a_labelled_file_as_an_annotation_tool_imports_it_reads_back_as_itself(tmp_path, output_format):
+    """Relations and nested entities of the DuIE sample, and an entity-only file (doccano's plain
+    sequence-labelling lines, no ``relations``)."""
+    import json
+    import os
+
+    from globalpointer.data.readers import read_records
+    from helpers import ROOT, label_studio_result
+
+    def keys(records):
+        return [(r.text, sorted(e.key for e in r.entities), sorted(r.key for r in r.relations)) for r in records]
+
+    relational = os.path.join(ROOT, "data", "duie-sample", "dev.json")
+    entities_only = write_jsonl(tmp_path / "plain.jsonl", [{"text": "张三在北京", "entities": [
+        {"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "LOC"}]}, {"text": "无", "entities": []}])
+    for source in (relational, entities_only):
+        out = str(tmp_path / f"{os.path.basename(source)}.{output_format}")
+        assert cli(["convert", source, out, "--output-format", output_format]) == 0
+        original = read_records(source)
+        assert keys(read_records(out)) == keys(original)
+        text = open(out, encoding="utf-8").read()
+        if output_format == "doccano":
+            first = json.loads(text.splitlines()[0])
+            assert ("relations" in first) == (source == relational) and ("label" in first) != (source == relational)
+        else:  # done work, not a model's suggestion: annotations, the regions and links a person would draw
+            tasks = json.loads(text)
+            assert all("predictions" not in task and len(task["annotations"]) == 1 for task in tasks)
+            drawn = [[{k: v for k, v in result.items() if k not in ("id", "from_id", "to_id")}
+                      for result in label_studio_result(record)] for record in original]
+            assert [[{k: v for k, v in result.items() if k not in ("id", "from_id", "to_id")}
+                     for result in task["annotations"][0]["result"]] for task in tasks] == drawn

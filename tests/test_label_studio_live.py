@@ -244,3 +244,29 @@ def test_label_studio_shows_a_relation_models_triples_and_trains_a_round_on_anno
         assert globalpointer.load(health["model_version"]).relations == ner.relations
     finally:
         stop(backend)
+
+
+def test_convert_writes_tasks_label_studio_imports_as_annotated_and_exports_back(label_studio, tmp_path):
+    """A labelled file as Label Studio tasks whose annotation is its labelling (relations too), imported,
+    exported by Label Studio and read back as the records it came from."""
+    from globalpointer.cli import main as cli
+    from globalpointer.data.readers import read_records
+
+    source = os.path.join(ROOT, "data", "duie-sample", "dev.json")
+    original = read_records(source)[:20]
+    assert cli(["convert", source, str(tmp_path / "tasks.json"), "--take", "20", "--output-format",
+                "label-studio"]) == 0
+    types = sorted({e.type for r in original for e in r.entities})
+    kinds = sorted({r.type for record in original for r in record.relations})
+    status, project = api(label_studio, "/api/projects", {"title": "converted", "label_config": labeling_config(types, kinds)})
+    assert status == 201, project
+    status, imported = api(label_studio, f"/api/projects/{project['id']}/import",
+                           json.loads((tmp_path / "tasks.json").read_text(encoding="utf-8")))
+    assert status == 201 and imported["annotation_count"] == 20, imported
+    status, exported = api(label_studio, f"/api/projects/{project['id']}/export?exportType=JSON")
+    assert status == 200 and len(exported) == 20
+    (tmp_path / "export.json").write_text(json.dumps(exported), encoding="utf-8")
+    back = read_records(str(tmp_path / "export.json"))
+    assert [r.text for r in back] == [r.text for r in original]
+    assert [sorted(e.key for e in r.entities) for r in back] == [sorted(e.key for e in r.entities) for r in original]
+    assert [triples(r) for r in back] == [triples(r) for r in original]

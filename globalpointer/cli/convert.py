@@ -1,5 +1,6 @@
-"""``globalpointer convert``: any supported data file as canonical JSON lines."""
+"""``globalpointer convert``: any supported data file as canonical JSON lines, or as an annotation tool imports it."""
 import argparse
+import logging
 import sys
 
 from .arguments import whole_number
@@ -7,15 +8,31 @@ from .arguments import whole_number
 
 def run(argv, prog) -> int:
     from ..data.convert import convert_file
+    from ..inference.file_prediction import OUTPUT_FORMATS, write_records
+    from ..spans import overlapping_spans
 
-    parser = argparse.ArgumentParser(prog=prog, description="Any supported file as canonical JSON lines, or a "
-                                                             "slice of its records.")
+    parser = argparse.ArgumentParser(prog=prog, description="Any supported file as canonical JSON lines (or as an "
+                                                             "annotation tool imports it), or a slice of its records.")
     parser.add_argument("input", help="a data file in any supported format (docs/data-formats.md)")
-    parser.add_argument("output", help="the JSON lines file to write ({\"text\", \"entities\"} per record)")
+    parser.add_argument("output", help="the file to write: JSON lines, {\"text\", \"entities\"} per record (and "
+                                       "\"relations\"), unless --output-format")
     parser.add_argument("--format", default="auto", help="input format (default: detected)")
     parser.add_argument("--skip", type=whole_number(0), default=0, help="leave out the first N records")
     parser.add_argument("--take", type=whole_number(0), default=0, help="keep at most N records after --skip (0: all)")
+    parser.add_argument("--output-format", choices=list(OUTPUT_FORMATS), default="jsonl",
+                        help="label-studio: tasks whose annotation is the record's labelling (a JSON array); "
+                             "doccano: its import lines (a relation project's where the records have relations)")
     args = parser.parse_args(argv)
-    records = convert_file(args.input, args.output, args.format, args.skip, args.take)
-    print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities", file=sys.stderr)
+    tool = {} if args.output_format == "jsonl" else \
+        {"write": lambda chosen, path: write_records(chosen, path, args.output_format)}
+    records = convert_file(args.input, args.output, args.format, args.skip, args.take, **tool)
+    relations = sum(len(r.relations) for r in records)
+    overlapping = sum(bool(overlapping_spans([e.key for e in r.entities])) for r in records)
+    if args.output_format == "doccano" and overlapping:
+        logging.getLogger("globalpointer").warning(
+            "%s: %d texts have entities that share characters (nested, or one span of two types): import it into "
+            "a doccano project with 'Allow overlapping spans' ticked, or doccano drops them (and fails on a "
+            "relation to one)", args.output, overlapping)
+    print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities"
+          + (f", {relations} relations" if relations else ""), file=sys.stderr)
     return 0

@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, TextIO, Tuple
+from typing import (TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, TextIO,
+                    Tuple)
 
 from tqdm import tqdm
 
@@ -22,7 +23,7 @@ from ..errors import UserError, json_failure
 from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
 from .doubt import certainty
-from .label_studio import label_studio_task
+from .label_studio import annotated_task, label_studio_task
 
 if TYPE_CHECKING:  # the model side imports paddle; reading and writing lines does not need it
     from .extractor import Extractor
@@ -47,17 +48,18 @@ def doccano_line(payload: dict, model_version: str) -> dict:
 
 class OutputFormat(NamedTuple):
     convert: Optional[Callable[[dict, str], dict]]  # (payload, model version) -> what is written (None: itself)
+    labelled: Optional[Callable[[dict, str], dict]]  # the same for a labelled record's payload (convert)
     array: bool = False  # the lines form one JSON array, not JSON lines
     needs_interface: bool = False  # imported into a project that needs the labeling interface of the types
     certainty: bool = False  # it reads each text's certainty (its prediction's score)
 
 
-# predict's --output-format choices
+# predict's and convert's --output-format choices
 OUTPUT_FORMATS: Dict[str, OutputFormat] = {
-    "jsonl": OutputFormat(None),
-    "label-studio": OutputFormat(label_studio_task, array=True, needs_interface=True,  # Label Studio imports arrays
-                                 certainty=True),
-    "doccano": OutputFormat(doccano_line)}
+    "jsonl": OutputFormat(None, None),
+    "label-studio": OutputFormat(label_studio_task, annotated_task, array=True,  # Label Studio imports arrays
+                                 needs_interface=True, certainty=True),
+    "doccano": OutputFormat(doccano_line, doccano_line)}  # an import line holds no scores: one shape for both
 
 
 class ParsedLine(NamedTuple):
@@ -133,16 +135,16 @@ def read_chunks(stream: Iterable[bytes], lines_per_chunk: int) -> Iterator[List[
 class PredictionWriter:
     """Writes one JSON value per input line: the payload (``jsonl``) or what ``output_format`` makes
     of it; Label Studio's tasks as the lines of one JSON array unless ``array`` is False (a share
-    that rank 0 joins)."""
+    that rank 0 joins).  ``labelled``: the payloads are labelled records (annotations, not predictions)."""
 
     def __init__(self, sink: TextIO, output_format: str = "jsonl", model_version: str = "",
                  array: Optional[bool] = None, on_payload: Optional[Callable[[dict], None]] = None,
-                 certainty: bool = False):
+                 certainty: bool = False, labelled: bool = False):
         self.sink = sink
         self.certainty = certainty or OUTPUT_FORMATS[output_format].certainty  # each payload has its text's
         self.on_payload = on_payload  # sees every payload before it is written (predict.py --html keeps some)
         self.model_version = model_version
-        self.convert = OUTPUT_FORMATS[output_format].convert
+        self.convert = OUTPUT_FORMATS[output_format].labelled if labelled else OUTPUT_FORMATS[output_format].convert
         self.array = OUTPUT_FORMATS[output_format].array if array is None else array
         self.count = 0
 
@@ -225,6 +227,17 @@ def predict_file(extractor: "Extractor", input_path: str, output_path: str, inpu
     finally:
         if source is not sys.stdin.buffer:
             source.close()
+
+
+def write_records(records: Sequence[Record], path: str, output_format: str) -> None:
+    """Labelled records as ``output_format`` writes them (``convert --output-format``), atomically; where
+    one has relations every line has its list, as a relation project's import needs."""
+    relational = any(record.relations for record in records)
+    with atomic_output(path) as sink:
+        writer = PredictionWriter(sink, output_format, labelled=True)
+        for record in records:
+            writer.write({"text": record.text, **record.dicts(relations=relational)})
+        writer.close()
 
 
 def count_lines(path: str) -> int:

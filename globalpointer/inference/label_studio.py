@@ -1,6 +1,7 @@
 """Predictions as Label Studio tasks with pre-annotations, so a team corrects the model's output
-instead of labelling from scratch (reading Label Studio's exports back is ``data/readers.py``, the
-live backend ``deploy/label_studio_backend/``).
+instead of labelling from scratch, and labelled records as tasks with annotations (``convert``);
+reading Label Studio's exports back is ``data/readers.py``, the live backend
+``deploy/label_studio_backend/``.
 
 A task is ``{"data": {"text", ...}, "predictions": [{"model_version", "score", "result": [...]}]}``;
 each result is a ``labels`` region ``{"start", "end", "text", "labels": [TYPE]}`` with its score,
@@ -25,15 +26,24 @@ def prediction_for(entities: Sequence[dict], certainty: float, model_version: st
     (``head`` and ``tail`` indexing ``entities``) as ``relation`` results between them.  Its score is
     the text's ``certainty`` (``doubt.certainty``), given a text without entities too, so sorting tasks
     by it (Label Studio's uncertainty sampling) puts the texts most worth labelling first."""
-    results = [{"id": f"gp{index}", "from_name": from_name, "to_name": to_name, "type": "labels",
-                "origin": "prediction", "score": entity["score"],
-                "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
-                          "labels": [entity["type"]]}}
+    return {"model_version": model_version, "score": certainty,
+            "result": _results(entities, relations, from_name, to_name, predicted=True)}
+
+
+def _results(entities: Sequence[dict], relations: Sequence[dict], from_name: str, to_name: str,
+             predicted: bool) -> List[dict]:
+    """A ``labels`` region per entity dict and a ``relation`` result per relation dict between two of
+    them; a prediction's carry their scores."""
+    def scored(result: dict, item: dict) -> dict:
+        return {**result, "origin": "prediction", "score": item["score"]} if predicted else result
+
+    results = [scored({"id": f"gp{index}", "from_name": from_name, "to_name": to_name, "type": "labels",
+                       "value": {"start": entity["start"], "end": entity["end"], "text": entity["text"],
+                                 "labels": [entity["type"]]}}, entity)
                for index, entity in enumerate(entities)]
-    results += [{"from_id": f"gp{relation['head']}", "to_id": f"gp{relation['tail']}", "type": "relation",
-                 "direction": "right", "labels": [relation["type"]], "score": relation["score"]}
-                for relation in relations]
-    return {"model_version": model_version, "score": certainty, "result": results}
+    return results + [scored({"from_id": f"gp{relation['head']}", "to_id": f"gp{relation['tail']}",
+                              "type": "relation", "direction": "right", "labels": [relation["type"]]}, relation)
+                      for relation in relations]
 
 
 def label_studio_task(payload: dict, model_version: str) -> dict:
@@ -45,6 +55,16 @@ def label_studio_task(payload: dict, model_version: str) -> dict:
         return {"data": data}
     return {"data": data, "predictions": [prediction_for(payload.get("entities") or [], payload["certainty"],
                                                          model_version, relations=payload.get("relations") or ())]}
+
+
+def annotated_task(payload: dict, model_version: str = "") -> dict:
+    """A labelled record's payload (``text``, ``entities`` and maybe ``relations``, as the project's JSON
+    lines hold them) -> a task whose one annotation is that labelling, which Label Studio imports as
+    done work (and exports back as it reads it)."""
+    data = {key: value for key, value in payload.items() if key not in ("entities", "relations")}
+    return {"data": data, "annotations": [{"result": _results(payload.get("entities") or [],
+                                                              payload.get("relations") or [], FROM_NAME, TO_NAME,
+                                                              predicted=False)}]}
 
 
 def labeling_config(labels: Sequence[str], relations: Sequence[str] = ()) -> str:
