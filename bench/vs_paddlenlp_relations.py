@@ -9,7 +9,10 @@ differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation tra
 dev file chooses the checkpoint; the test file (when the config names one) is scored at the end, at
 ``model.min_score`` (the threshold the dev file chose the checkpoint at; no fitted minimum score).
 Training windows/s are each run's own (runs go one after another, on the same cores); prediction
-texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained.
+texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained.  Each run's row is
+kept as RUN/result.json, so that seeds trained in different sessions make one table:
+
+    python bench/vs_paddlenlp_relations.py --summary bench/results/vs-relations/duie
 """
 import argparse
 import json
@@ -69,6 +72,37 @@ def extractor_of(run: str, build) -> Extractor:
     return Extractor.for_run(network, featurizer, opened.trained_for, config)  # model.min_score: as chosen on dev
 
 
+def print_summary(folder: str) -> None:
+    """The mean and spread per model of the rows kept under ``folder`` (``*/result.json``)."""
+    rows: dict = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name, "result.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as file:
+                result = json.load(file)
+            rows.setdefault(result["model"], []).append(result)
+    if not rows:
+        raise SystemExit(f"{folder}: no */result.json (the runs of a finished measurement keep one each)")
+    print(table([{**row, "predict_texts_per_s": row.get("predict_texts_per_s")}
+                 for results in rows.values() for row in sorted(results, key=lambda r: r["seed"])]))
+    print()
+    print(table([spread(results) for results in rows.values()]))
+
+
+def spread(results) -> dict:
+    """One model's row over its seeds: F1 as mean +- population spread, training windows/s as the median,
+    prediction texts/s as timed (in turns with the other models, with the first seed's model)."""
+    row = {"model": results[0]["model"], "seeds": len(results)}
+    for key in ("dev_f1", "test_f1"):
+        values = [r[key] for r in results if r.get(key) is not None]
+        if values:
+            row[key] = f"{statistics.mean(values):.2f} +- {statistics.pstdev(values):.2f}"
+    row["train_windows_per_s"] = round(statistics.median(r["train_windows_per_s"] for r in results), 2)
+    timed = [r["predict_texts_per_s"] for r in results if r.get("predict_texts_per_s") is not None]
+    row["predict_texts_per_s"] = timed[0] if timed else None
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/conll04.yaml")
@@ -78,7 +112,10 @@ def main():
                         help=f"comma-separated subset of: {', '.join(MODELS)}")
     parser.add_argument("--out", default="runs/vs-relations", help="the runs are kept here (RUN/<model>-<seed>)")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model")
+    parser.add_argument("--summary", metavar="FOLDER", help="print the rows kept under FOLDER as tables and exit")
     args = parser.parse_args()
+    if args.summary:
+        return print_summary(args.summary)
     logging.basicConfig(level=logging.WARNING)
     names = chosen_models(parser, args.models, MODELS)
     rows, runs = Rows(), {name: [] for name in names}
@@ -110,20 +147,13 @@ def main():
     seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
                                   args.repeats, warmup=1)
     for name in names:
-        for _, result in runs[name]:
+        for index, (out, result) in enumerate(runs[name]):  # timed: the first seed's model
+            result["predict_texts_per_s"] = None if index else round(len(texts) / seconds[name], 1)
             rows.add(result)
+            with open(os.path.join(out, "result.json"), "w", encoding="utf-8") as file:
+                json.dump(result, file, indent=1)
     rows.finish()
-    summary = []
-    for name in names:
-        results = [result for _, result in runs[name]]
-        row = {"model": name, "seeds": len(results)}
-        for key in ("dev_f1", "test_f1"):
-            values = [r[key] for r in results if r[key] is not None]
-            if values:
-                row[key] = f"{statistics.mean(values):.2f} +- {statistics.pstdev(values):.2f}"
-        row["train_windows_per_s"] = round(statistics.median(r["train_windows_per_s"] for r in results), 2)
-        row["predict_texts_per_s"] = round(len(texts) / seconds[name], 1)
-        summary.append(row)
+    summary = [spread([result for _, result in runs[name]]) for name in names]
     print()
     print(table(summary))
 
