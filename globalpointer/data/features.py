@@ -49,7 +49,7 @@ class AlignmentReport:
         if self.unaligned:
             # In char mode only whitespace is no token: the entity's own offsets are off.
             remedy = ("they start or end on whitespace (such as the full-width space U+3000), which is never a token; "
-                      "fix those entities' offsets" if mode == "char" else
+                      "fix those entities' offsets (or, where mentions are searched, their text)" if mode == "char" else
                       "data.tokenization=char avoids this for Chinese")
             log.warning("%s: %d of %d gold spans have a boundary inside a token and cannot be learned or found "
                         "(e.g. %s); %s", name, len(self.unaligned), self.total, "; ".join(self.unaligned[:3]), remedy)
