@@ -44,9 +44,21 @@ def build_with_pair_rope(settings, encoder, num_types: int, num_relations: int =
     return network
 
 
+def build_with_summed_losses(settings, encoder, num_types: int, num_relations: int = 0):
+    """``build_network`` with each head's loss summed over its types, the three summed, as the published
+    GPLinker and PaddleNLP's distillation train it (``relation_head`` sums the three heads' means): on
+    DuIE's 26 entity and 53 relation types the pair planes weigh 2 * 53 / 26 times the entity planes in
+    the encoder's gradient instead of 2 times."""
+    network = build_network(settings, encoder, num_types, num_relations)
+    network.head.loss_weights = (float(num_types), 2.0 * num_relations)
+    return network
+
+
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
           "ours efficient_global_pointer pair-rope": ("efficient_global_pointer", build_with_pair_rope),
+          "ours global_pointer summed-losses": ("global_pointer", build_with_summed_losses),
+          "ours efficient_global_pointer summed-losses": ("efficient_global_pointer", build_with_summed_losses),
           "paddlenlp GPLinker": ("efficient_global_pointer", build_peer_relations)}
 
 
