@@ -95,8 +95,7 @@ def print_summary(folder: str) -> None:
             rows.setdefault(result["model"], []).append(result)
     if not rows:
         raise SystemExit(f"{folder}: no */result.json (the runs of a finished measurement keep one each)")
-    print(table([{**row, "predict_texts_per_s": row.get("predict_texts_per_s")}
-                 for results in rows.values() for row in sorted(results, key=lambda r: r["seed"])]))
+    print(table([row for results in rows.values() for row in sorted(results, key=lambda r: r["seed"])]))
     print()
     print(table([spread(results) for results in rows.values()]))
 
@@ -106,11 +105,11 @@ def spread(results) -> dict:
     prediction texts/s as timed (in turns with the other models, with the first seed's model)."""
     row = {"model": results[0]["model"], "seeds": len(results)}
     for key in ("dev_f1", "test_f1"):
-        values = [r[key] for r in results if r.get(key) is not None]
+        values = [r[key] for r in results if r[key] is not None]
         if values:
             row[key] = f"{statistics.mean(values):.2f} +- {statistics.pstdev(values):.2f}"
     row["train_windows_per_s"] = round(statistics.median(r["train_windows_per_s"] for r in results), 2)
-    timed = [r["predict_texts_per_s"] for r in results if r.get("predict_texts_per_s") is not None]
+    timed = [r["predict_texts_per_s"] for r in results if r["predict_texts_per_s"] is not None]
     row["predict_texts_per_s"] = timed[0] if timed else None
     return row
 

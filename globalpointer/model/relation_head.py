@@ -11,8 +11,8 @@ planes first (masked as an entity head masks them), then the pair planes, masked
 tokens are text tokens of the same text of the row, in either order (a subject may follow its object).
 One output keeps every backend's call signature; ``entity_logits`` and ``pair_logits`` split it.
 The loss is the entity head's on its planes plus the pair planes' mean loss times two: the sum of the
-three heads' mean losses (the published GPLinker sums each head's loss over its types instead).  The plain formula of the decoding:
-``reference.decode_relations``.
+three heads' mean losses (the published GPLinker sums each head's loss over its types instead).  The
+plain formula of the decoding: ``reference.decode_relations``.
 """
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
@@ -54,7 +54,7 @@ class RelationHead(nn.Layer):
         self.tril_mask = entity_head.tril_mask  # of the entity planes: what smoothing and decoding read
         self.smooths_boundaries = entity_head.smooths_boundaries  # of the entity gold rows only
         # the entity planes' mean loss and the pair planes' mean loss are weighted so: the sum of the three
-        # heads' means (bench/vs_paddlenlp_relations.py measures the published sums over types beside it)
+        # heads' means (bench/vs_paddlenlp_relations.py's summed-losses models set the published sums over types)
         self.loss_weights = (1.0, 2.0)
 
     def forward(self, hidden: paddle.Tensor, span_text: paddle.Tensor) -> paddle.Tensor:
