@@ -5,7 +5,8 @@ by the same loop on the same encoder, data, batches and epochs.
         [--models "ours global_pointer,paddlenlp GPLinker"] [--out runs/vs-relations]
 
 Every model is trained by ``globalpointer.training.loop.train`` from the one config; only the network
-differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation trains it with).  The
+differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation trains it with), and for the
+``ema`` models the weights evaluated and saved (bench/ema.py: the published GPLinker's average, 0.999).  The
 dev file chooses the checkpoint; the test file (when the config names one) is scored at the end, at
 ``model.min_score`` (the threshold the dev file chose the checkpoint at; no fitted minimum score).
 Training windows/s are each run's own (runs go one after another, on the same cores); prediction
@@ -15,12 +16,14 @@ kept as RUN/result.json, so that seeds trained in different sessions make one ta
     python bench/vs_paddlenlp_relations.py --summary bench/results/vs-relations/duie
 """
 import argparse
+import contextlib
 import json
 import logging
 import os
 import statistics
 
 from common import Rows, chosen_models, interleaved_medians, table
+from ema import averaged_weights
 from globalpointer.config import load_config
 from globalpointer.corpus import featurizer_for, load_sources
 from globalpointer.evaluation.evaluate import evaluate_records
@@ -59,7 +62,12 @@ MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer pair-rope": ("efficient_global_pointer", build_with_pair_rope),
           "ours global_pointer summed-losses": ("global_pointer", build_with_summed_losses),
           "ours efficient_global_pointer summed-losses": ("efficient_global_pointer", build_with_summed_losses),
+          "ours efficient_global_pointer ema": ("efficient_global_pointer", build_network),
+          "ours global_pointer ema": ("global_pointer", build_network),
           "paddlenlp GPLinker": ("efficient_global_pointer", build_peer_relations)}
+# How a model's training differs from the loop's own, where it does: the published GPLinker's EMA (0.999)
+TRAINING = {"ours efficient_global_pointer ema": lambda: averaged_weights(0.999),
+            "ours global_pointer ema": lambda: averaged_weights(0.999)}
 
 
 def extractor_of(run: str, build) -> Extractor:
@@ -140,7 +148,8 @@ def main():
                 with open(summary_path, encoding="utf-8") as file:
                     summary = json.load(file)
             else:
-                summary = train(config, build=build, overwrite=True)
+                with TRAINING.get(name, contextlib.nullcontext)():
+                    summary = train(config, build=build, overwrite=True)
             training = summary["seconds"] - summary["eval_seconds"]
             result = {"model": name, "seed": seed, "dev_f1": round(100 * summary["best_dev_f1"], 2),
                       "epochs": summary["epochs_completed"],
