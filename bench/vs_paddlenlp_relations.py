@@ -130,7 +130,8 @@ def main():
     parser.add_argument("--models", default="ours global_pointer,paddlenlp GPLinker",
                         help=f"comma-separated subset of: {', '.join(MODELS)}")
     parser.add_argument("--out", default="runs/vs-relations", help="the runs are kept here (RUN/<model>-<seed>)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model (0: "
+                        "no timing, for runs that do not share the cores in turns)")
     parser.add_argument("--summary", metavar="FOLDER", help="print the rows kept under FOLDER as tables and exit")
     args = parser.parse_args()
     if args.summary:
@@ -163,12 +164,15 @@ def main():
             result["test_f1"] = round(100 * headline(evaluate_records(
                 extractor_of(out, MODELS[name][1]), test, open_model(os.path.join(out, "best")).trained_for.labels
             ).report)["f1"], 2) if test else None
-    extractors = {name: extractor_of(runs[name][0][0], MODELS[name][1]) for name in names}
-    seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
-                                  args.repeats, warmup=1)
+    seconds = {}
+    if args.repeats:
+        extractors = {name: extractor_of(runs[name][0][0], MODELS[name][1]) for name in names}
+        seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
+                                      args.repeats, warmup=1)
     for name in names:
         for index, (out, result) in enumerate(runs[name]):  # timed: the first seed's model
-            result["predict_texts_per_s"] = None if index else round(len(texts) / seconds[name], 1)
+            result["predict_texts_per_s"] = round(len(texts) / seconds[name], 1) if name in seconds and not index \
+                else None
             rows.add(result)
             with open(os.path.join(out, "result.json"), "w", encoding="utf-8") as file:
                 json.dump(result, file, indent=1)
