@@ -115,9 +115,37 @@ class Terminated(KeyboardInterrupt):
 TERMINATION = threading.Event()  # set by SIGTERM: code that wraps the exception (Paddle's) cannot hide it
 
 
+_deferring = 0  # depth of termination_deferred blocks (main thread only: signal handlers run there)
+_deferred = False  # a SIGTERM arrived inside one
+
+
 def _terminated(signum, frame):
+    global _deferred
     TERMINATION.set()
+    if _deferring:
+        _deferred = True
+        return
     raise Terminated("terminated (SIGTERM)")
+
+
+@contextlib.contextmanager
+def termination_deferred() -> Iterator[None]:
+    """A SIGTERM that arrives inside the block is raised (``Terminated``) when the block ends, not where
+    it lands: for Paddle's program building (``to_static``, ``jit.save``), which calls back into Python
+    from C++ and crashes the process (SIGSEGV, SIGABRT) when an exception unwinds through it, so that
+    the cleanup of partial outputs never runs."""
+    global _deferring, _deferred
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring and _deferred:
+        _deferred = False
+        raise Terminated("terminated (SIGTERM)")
 
 
 def stop_on_sigterm() -> None:

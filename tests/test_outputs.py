@@ -13,8 +13,9 @@ import time
 import pytest
 
 from globalpointer.cli import evaluate_main, predict_main
-from globalpointer.files import (ABANDONED_AFTER_SECONDS, atomic_write_text, directory_being_written, partial_directory,
-                                 remove_abandoned_partials, swap_in_directory)
+from globalpointer.files import (ABANDONED_AFTER_SECONDS, TERMINATION, Terminated, atomic_write_text,
+                                 directory_being_written, partial_directory, remove_abandoned_partials,
+                                 stop_on_sigterm, swap_in_directory, termination_deferred)
 from globalpointer.inference.file_prediction import predict_file
 from helpers import FakeExtractor, ROOT, snapshot
 
@@ -114,6 +115,67 @@ def test_sigterm_in_export_leaves_no_partial_directory(trained, tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "stopped: terminated (SIGTERM)" in stderr, stderr[-2000:]
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def sigterm_raises():
+    """SIGTERM handled as the commands handle it (``stop_on_sigterm``), for this test only: the handler
+    and the process-wide flag it sets are put back after."""
+    saved = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    stop_on_sigterm()
+    yield
+    signal.signal(signal.SIGTERM, saved)
+    TERMINATION.clear()
+
+
+def wait_for_the_handler():
+    """Python runs a signal's handler between bytecodes: a few of them after ``os.kill``."""
+    for _ in range(1000):
+        time.sleep(0.001)
+
+
+def test_sigterm_inside_a_deferred_block_is_raised_when_the_block_ends(sigterm_raises):
+    ran = []
+    with pytest.raises(Terminated):
+        with termination_deferred():
+            with termination_deferred():  # nested: raised at the outermost block's end only
+                os.kill(os.getpid(), signal.SIGTERM)
+                wait_for_the_handler()
+                ran.append("inner")
+            ran.append("outer")
+        ran.append("after")
+    assert ran == ["inner", "outer"]
+    with termination_deferred():  # the signal was raised once, and does not come back
+        ran.append("again")
+    assert ran[-1] == "again"
+    with pytest.raises(Terminated):  # outside a block it lands where it arrives
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_for_the_handler()
+        ran.append("not reached")
+    assert ran[-1] == "again"
+
+
+def test_sigterm_in_paddles_program_building_stops_the_export_after_it(sigterm_raises, tmp_path, monkeypatch):
+    """A SIGTERM raised from inside to_static unwinds through Paddle's C++ and crashes the process
+    (SIGSEGV or SIGABRT, no cleanup): save_static lets the program finish, then stops."""
+    import paddle
+
+    from globalpointer.deploy.export import save_static
+
+    built = []
+
+    def to_static(model, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_for_the_handler()
+        built.append("program")
+        return model
+
+    monkeypatch.setattr(paddle.jit, "to_static", to_static)
+    monkeypatch.setattr(paddle.jit, "save", lambda static, path: built.append("saved"))
+    with pytest.raises(Terminated):
+        save_static(paddle.nn.Linear(2, 2), str(tmp_path))
+    assert built == ["program", "saved"]
 
 
 def test_a_directory_being_written_is_locked_and_removed_unless_moved_into_place(tmp_path):

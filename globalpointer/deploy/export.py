@@ -29,7 +29,7 @@ from ..model_directory.opening import load_checkpoint, open_model
 from ..errors import UserError
 from ..cpu_math import int8_kernels, read_cpu_info
 from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains, directory_being_written,
-                     replaceable, swap_in_directory)
+                     replaceable, swap_in_directory, termination_deferred)
 from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, model_files, openvino_available
 from ..model_directory.layout import (COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX, ONNX_INT8,
                                       OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, read_export_info)
@@ -78,9 +78,10 @@ def check_paddle_exports() -> None:
 
 def save_static(model: paddle.nn.Layer, directory: str) -> None:
     """The model's forward pass (logits) as a static program + parameters in ``directory``."""
-    static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
-    with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
-        paddle.jit.save(static, os.path.join(directory, EXPORT_PROGRAM[:-len(".json")]))
+    with termination_deferred():  # a SIGTERM unwinding through Paddle's C++ would crash, not clean up
+        static = paddle.jit.to_static(model, input_spec=INPUT_SPEC, full_graph=True)
+        with held_library_output():  # Paddle's warning about the static graph's "out" tensors, nothing to act on
+            paddle.jit.save(static, os.path.join(directory, EXPORT_PROGRAM[:-len(".json")]))
 
 
 def check_export_target(output: str, checkpoint: str, requested: str = "") -> None:
