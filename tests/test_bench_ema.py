@@ -1,15 +1,12 @@
 """bench/ema.py, the average of the weights the relation study measures: the recursion it names, and a
 training run that evaluates and saves the average, not the trained weights."""
 import os
-import sys
 
 import numpy as np
 import paddle
 
+from ema import EMA, averaged_weights
 from synthetic import tiny_config
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from ema import EMA, averaged_weights  # noqa: E402
 
 
 def test_the_shadow_follows_the_recursion_with_its_early_rates():

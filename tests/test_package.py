@@ -10,8 +10,6 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/int8_cpus.py's schemes
-
 pytestmark = pytest.mark.slow
 
 
