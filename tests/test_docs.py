@@ -145,3 +145,13 @@ def test_the_quickstarts_length_is_stated_the_same_everywhere():
         at = text.index(near)
         stated[page] = re.search(r"(\d+ to \d+|about \w+|a few) minutes", text[at:at + 300]).group(0)
     assert len(set(stated.values())) == 1, stated
+
+
+def test_every_shipped_config_has_a_row_in_the_readmes_results():
+    """The README's table of results names each config in configs/ once, and no config that is gone."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    table = readme[readme.index("## Results of the shipped configs"):]
+    table = table[:table.index("\n## ")]
+    rows = re.findall(r"^\| `configs/([\w.-]+\.yaml)`", table, flags=re.MULTILINE)
+    shipped = sorted(os.listdir(os.path.join(ROOT, "configs")))
+    assert sorted(rows) == shipped
