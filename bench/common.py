@@ -107,10 +107,13 @@ def real_batches(encoder, texts: List[str], batch_size: int, max_length: int = 1
 
 
 def table(rows: List[dict]) -> str:
-    columns = list(rows[0])
-    widths = [max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in columns]
+    """The rows under one header: every key any row has, in the order they first appear ("" where a row
+    has none)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(str(c)), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(str(c).rjust(w) for c, w in zip(columns, widths))]
-    lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(columns, widths)) for r in rows]
+    lines += ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
     return "\n".join(lines)
 
 

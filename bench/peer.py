@@ -105,3 +105,51 @@ def build_peer_relations(settings, encoder, num_types: int, num_relations: int =
     """``training.train``'s ``build`` for PaddleNLP's GPLinker: ``Peer`` with ``PeerRelationHead``."""
     hidden = encoder.model.config["hidden_size"]
     return Peer(encoder.model, num_types, head=PeerRelationHead(hidden, num_types, num_relations, settings.head_size))
+
+
+class PaddleNLPRelationPipeline:
+    """PaddleNLP's GPLinker as its Taskflow predicts with it (paddlenlp/taskflow/information_extraction.py,
+    GPTask): each text tokenized alone with offsets and truncated to ``max_seq_len`` tokens, padded batches
+    of ``batch_size`` (``DataCollatorGP``), ``GPLinkerForRelationExtraction``'s forward and ``gp_decode``
+    (a softmax over every plane for the probabilities, then a triple for every pair of found entities whose
+    two pair cells are above 0).  The layer holds the trained peer's encoder and heads; it runs in the dynamic
+    graph, as ours does in the comparison, where the Taskflow runs an export."""
+
+    def __init__(self, peer: Peer, tokenizer, entity_types: List[str], relation_types: List[str],
+                 max_seq_len: int = 256, batch_size: int = 64):
+        from paddlenlp.layers import GPLinkerForRelationExtraction
+        from paddlenlp.taskflow.utils import DataCollatorGP
+
+        self.label_maps = {"entity2id": {name: i for i, name in enumerate(entity_types)},
+                           "relation2id": {name: i for i, name in enumerate(relation_types)},
+                           "id2entity": {str(i): name for i, name in enumerate(entity_types)},
+                           "id2relation": {str(i): name for i, name in enumerate(relation_types)}}
+        self.layer = GPLinkerForRelationExtraction(peer.encoder, self.label_maps)
+        head = peer.head  # the trained heads, not the fresh ones the layer built
+        self.layer.entity_output, self.layer.head_output, self.layer.tail_output = (
+            head.entity_output, head.head_output, head.tail_output)
+        self.layer.eval()
+        self.tokenizer, self.max_seq_len, self.batch_size = tokenizer, max_seq_len, batch_size
+        self.collate = DataCollatorGP(tokenizer, label_maps=self.label_maps, task_type="relation_extraction")
+
+    def triples(self, texts: List[str]) -> List[set]:
+        """Per text, its (subject, predicate, object) strings, as ``gp_decode`` gives them."""
+        import paddle
+        from paddlenlp.taskflow.utils import gp_decode
+
+        found = []
+        for first in range(0, len(texts), self.batch_size):
+            features = []
+            for text in texts[first:first + self.batch_size]:
+                feature = self.tokenizer(text, max_length=self.max_seq_len, padding=False, truncation=True,
+                                         return_attention_mask=True, return_offsets_mapping=True,
+                                         return_token_type_ids=False)
+                feature["text"] = text
+                features.append(feature)
+            input_ids, attention_mask, offsets, batch_texts = self.collate(features)
+            with paddle.no_grad():
+                outputs = self.layer(input_ids, attention_mask)
+            _, relations = gp_decode(outputs, offsets, batch_texts, self.label_maps, "relation_extraction")
+            found.extend({(r["subject"], r["predicate"], r["object"]) for r in text_relations}
+                         for text_relations in relations)
+        return found

@@ -10,13 +10,18 @@ differs (bench/peer.py: PaddleNLP's layer with the loss its UIE distillation tra
 dev file chooses the checkpoint; the test file (when the config names one) is scored at the end, at
 ``model.min_score`` (the threshold the dev file chose the checkpoint at; no fitted minimum score).
 Training windows/s are each run's own (runs go one after another, on the same cores); prediction
-texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained.  Each run's row is
+texts/s are timed in turns (a, b, a, b) on the dev texts once every model is trained; the peer is
+timed twice, through this project's Extractor (the same batching, rows and decoding rule: what the
+networks cost) and as PaddleNLP's users predict with it (``peer.PaddleNLPRelationPipeline``: its
+Taskflow's tokenization, batches and ``gp_decode``; ``own_pipeline_texts_per_s``), after checking that
+the two give the same triples.  Each run's row is
 kept as RUN/result.json, so that seeds trained in different sessions make one table:
 
     python bench/vs_paddlenlp_relations.py --summary bench/results/vs-relations/duie
 """
 import argparse
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -32,7 +37,7 @@ from globalpointer.inference.extractor import Extractor
 from globalpointer.model.network import build_network
 from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
-from peer import build_peer_relations
+from peer import PaddleNLPRelationPipeline, build_peer_relations
 
 
 def build_with_pair_rope(settings, encoder, num_types: int, num_relations: int = 0):
@@ -57,6 +62,8 @@ def build_with_summed_losses(settings, encoder, num_types: int, num_relations: i
     return network
 
 
+PEER = "paddlenlp GPLinker"
+OWN_PIPELINE = "paddlenlp GPLinker, its own pipeline"
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
           "ours efficient_global_pointer pair-rope": ("efficient_global_pointer", build_with_pair_rope),
@@ -64,10 +71,28 @@ MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer summed-losses": ("efficient_global_pointer", build_with_summed_losses),
           "ours efficient_global_pointer ema": ("efficient_global_pointer", build_network),
           "ours global_pointer ema": ("global_pointer", build_network),
-          "paddlenlp GPLinker": ("efficient_global_pointer", build_peer_relations)}
+          PEER: ("efficient_global_pointer", build_peer_relations)}
 # How a model's training differs from the loop's own, where it does: the published GPLinker's EMA (0.999)
 TRAINING = {"ours efficient_global_pointer ema": lambda: averaged_weights(0.999),
             "ours global_pointer ema": lambda: averaged_weights(0.999)}
+
+
+def own_pipeline(extractor: Extractor) -> PaddleNLPRelationPipeline:
+    """The trained peer in ``extractor`` as PaddleNLP's Taskflow predicts with it (bench/peer.py)."""
+    return PaddleNLPRelationPipeline(extractor.model, extractor.featurizer.tokenizer, extractor.labels,
+                                     extractor.relations)
+
+
+def pipeline_agreement(extractor: Extractor, pipeline: PaddleNLPRelationPipeline, texts) -> float:
+    """The share of ``texts`` whose (subject, relation, object) strings are the same from the peer's own
+    pipeline and from ours running the same network, decoding nested spans as ``gp_decode`` does (a
+    config's flat decoding keeps one of overlapping entities, ``gp_decode`` keeps every one): the two
+    decode by the same rule."""
+    nested = copy.copy(extractor)
+    nested.flat = False
+    ours = [{(record.text[r.head.start:r.head.end], r.type, record.text[r.tail.start:r.tail.end])
+             for r in record.relations} for record in nested.records(texts)]
+    return sum(a == b for a, b in zip(ours, pipeline.triples(texts))) / max(len(texts), 1)
 
 
 def extractor_of(run: str, build) -> Extractor:
@@ -119,6 +144,9 @@ def spread(results) -> dict:
     row["train_windows_per_s"] = round(statistics.median(r["train_windows_per_s"] for r in results), 2)
     timed = [r["predict_texts_per_s"] for r in results if r["predict_texts_per_s"] is not None]
     row["predict_texts_per_s"] = timed[0] if timed else None
+    own = [r["own_pipeline_texts_per_s"] for r in results if r.get("own_pipeline_texts_per_s") is not None]
+    if own:
+        row["own_pipeline_texts_per_s"] = own[0]
     return row
 
 
@@ -167,12 +195,19 @@ def main():
     seconds = {}
     if args.repeats:
         extractors = {name: extractor_of(runs[name][0][0], MODELS[name][1]) for name in names}
-        seconds = interleaved_medians({name: (lambda e=e: e.records(texts)) for name, e in extractors.items()},
-                                      args.repeats, warmup=1)
+        timed = {name: (lambda e=e: e.records(texts)) for name, e in extractors.items()}
+        if PEER in extractors:  # and the peer as PaddleNLP's users predict with it
+            pipeline = own_pipeline(extractors[PEER])
+            print(f"{PEER}: its own pipeline and ours give the same triples on "
+                  f"{pipeline_agreement(extractors[PEER], pipeline, texts):.1%} of the dev texts")
+            timed[OWN_PIPELINE] = lambda: pipeline.triples(texts)
+        seconds = interleaved_medians(timed, args.repeats, warmup=1)
     for name in names:
         for index, (out, result) in enumerate(runs[name]):  # timed: the first seed's model
             result["predict_texts_per_s"] = round(len(texts) / seconds[name], 1) if name in seconds and not index \
                 else None
+            if name == PEER and OWN_PIPELINE in seconds and not index:
+                result["own_pipeline_texts_per_s"] = round(len(texts) / seconds[OWN_PIPELINE], 1)
             rows.add(result)
             with open(os.path.join(out, "result.json"), "w", encoding="utf-8") as file:
                 json.dump(result, file, indent=1)
