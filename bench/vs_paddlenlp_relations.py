@@ -14,7 +14,10 @@ texts/s are timed in turns (a, b, a, b) on the dev texts once every model is tra
 timed twice, through this project's Extractor (the same batching, rows and decoding rule: what the
 networks cost) and as PaddleNLP's users predict with it (``peer.PaddleNLPRelationPipeline``: its
 Taskflow's tokenization, batches and ``gp_decode``; ``own_pipeline_texts_per_s``), after checking that
-the two give the same triples.  Each run's row is
+the two give the same triples.  A run stopped before
+its end (SIGTERM, or a session's end after an evaluation) is continued from its ``last/`` checkpoint by
+the same command, bit for bit (tests/test_resume.py; the ``ema`` models start again: their average is not
+kept in the checkpoint).  Each run's row is
 kept as RUN/result.json, so that seeds trained in different sessions make one table:
 
     python bench/vs_paddlenlp_relations.py --summary bench/results/vs-relations/duie
@@ -26,6 +29,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 
 from common import Rows, chosen_models, interleaved_medians, table
 from ema import averaged_weights
@@ -35,6 +39,7 @@ from globalpointer.evaluation.evaluate import evaluate_records
 from globalpointer.evaluation.relations import headline
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.network import build_network
+from globalpointer.model_directory.layout import TRAINER_STATE
 from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
 from peer import PaddleNLPRelationPipeline, build_peer_relations
@@ -176,9 +181,12 @@ def main():
             if os.path.isfile(summary_path):  # a finished run is read, not trained again
                 with open(summary_path, encoding="utf-8") as file:
                     summary = json.load(file)
-            else:
+            else:  # a run stopped mid-way (a session's end) continues from its last checkpoint, bit for bit
+                resume = os.path.exists(os.path.join(out, "last", TRAINER_STATE)) and name not in TRAINING
+                if resume:
+                    print(f"{out}: continued from its last checkpoint", file=sys.stderr, flush=True)
                 with TRAINING.get(name, contextlib.nullcontext)():
-                    summary = train(config, build=build, overwrite=True)
+                    summary = train(config, build=build, resume=resume, overwrite=not resume)
             training = summary["seconds"] - summary["eval_seconds"]
             result = {"model": name, "seed": seed, "dev_f1": round(100 * summary["best_dev_f1"], 2),
                       "epochs": summary["epochs_completed"],

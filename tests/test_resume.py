@@ -226,3 +226,43 @@ def test_a_run_saved_before_a_key_resumes_as_it_began(tmp_path, capsys, key, ear
     assert f"train.{key} was {earlier}, now {now}" in capsys.readouterr().err
     code = train_main(["--config", config, "--resume", "--set", f"train.{key}={earlier}"])
     assert code == 0, capsys.readouterr().err
+
+
+def test_a_stopped_relation_comparison_resumes_its_run(tmp_path):
+    """bench/vs_paddlenlp_relations.py, stopped with SIGTERM, continues its run from the checkpoint (a DuIE
+    run takes longer than a session) and ends as if it had never stopped: PaddleNLP's layer (a network
+    built by the bench, not by the config) logs the same losses and F1 at every evaluation, bit for bit."""
+    import yaml
+
+    from synthetic import relation_lines, write_lines
+
+    config = {"data": {"train": write_lines(tmp_path / "train.json", relation_lines(120, 1)),
+                       "dev": write_lines(tmp_path / "dev.json", relation_lines(30, 2)), "max_length": 24,
+                       "window_overlap": 8},
+              "model": {"encoder": "tiny", "head_size": 16},
+              "train": {"epochs": 12, "eval_every": 4, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 3,
+                        "patience": 0, "layer_lr_decay": 1.0, "calibrate": "none"},
+              "device": "cpu"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+
+    def command(out):
+        return [sys.executable, "bench/vs_paddlenlp_relations.py", "--config", str(tmp_path / "config.yaml"),
+                "--seeds", "0", "--models", "paddlenlp GPLinker", "--repeats", "0", "--out", str(tmp_path / out)]
+
+    whole = subprocess.run(command("whole"), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    run = tmp_path / "stopped" / "paddlenlp-GPLinker-0"
+    stopped = subprocess.Popen(command("stopped"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_step(run / "last" / "trainer_state.json", 8)
+    stopped.send_signal(signal.SIGTERM)
+    assert stopped.wait(timeout=300) != 0
+    stopped_at = json.load(open(run / "last" / "trainer_state.json"))["global_step"]
+    reference = metrics(tmp_path / "whole" / "paddlenlp-GPLinker-0")
+    assert not (run / "summary.json").exists() and stopped_at < int(reference[-1]["step"])
+
+    again = subprocess.run(command("stopped"), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert f"{run}: continued from its last checkpoint" in again.stderr
+    assert metrics(run) == reference
+    rows = [json.load(open(tmp_path / name / "paddlenlp-GPLinker-0" / "result.json")) for name in ("whole", "stopped")]
+    assert rows[0]["dev_f1"] == rows[1]["dev_f1"] and rows[0]["epochs"] == rows[1]["epochs"]

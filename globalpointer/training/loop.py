@@ -262,6 +262,14 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     return start.encoder, start, known + added
 
 
+def interval_mean(losses: List[float]) -> float:
+    """The mean of an evaluation interval's losses, emptying it first: the checkpoint the evaluation
+    saves starts the next interval."""
+    value = mean(losses)
+    losses.clear()
+    return value
+
+
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     """The steps, ``train.grad_accum_steps`` batches each (an epoch's last step takes what is left),
     from where the run stands; yields the mean training loss since the last evaluation whenever one is
@@ -274,22 +282,21 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     on_terminal = sys.stderr.isatty()
     bar = tqdm(total=state.steps_per_epoch * state.epochs, initial=progress.global_step, desc="train", unit="step",
                disable=not (state.runtime.is_main and on_terminal), dynamic_ncols=True)
-    losses: List[float] = []
+    losses = progress.interval_losses
     progress.start_clock()
     with bar:
         while progress.epoch < state.epochs and not stop.requested:
             batches = epoch_batches(state.windows, config, state.runtime, progress.epoch)
             for first in range(progress.batch_in_epoch, len(batches), train.grad_accum_steps):
                 step_batches = batches[first:first + train.grad_accum_steps]
-                losses += run_step(state, step_batches)
+                losses.extend(run_step(state, step_batches))
                 progress.batch_in_epoch = first + len(step_batches)
                 bar.update(1)
                 if progress.global_step % train.log_every == 0:
                     bar.set_postfix(loss=f"{mean(losses):.4f}", epoch=progress.epoch + 1,
                                     win_s=f"{progress.windows_per_second():.1f}")
                 if train.eval_every and progress.global_step % train.eval_every == 0:
-                    yield mean(losses)
-                    losses = []
+                    yield interval_mean(losses)
                 if stop.requested:
                     return
             progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
@@ -298,8 +305,7 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
                          progress.global_step, mean(losses) if losses else float("nan"),
                          progress.windows_per_second())
             if not train.eval_every:
-                yield mean(losses)
-                losses = []
+                yield interval_mean(losses)
     if progress.evaluated_step != progress.global_step and not stop.requested:
         yield mean(losses)  # no batches since the last evaluation (a resumed run's last step): 0
 

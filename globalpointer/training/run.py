@@ -50,6 +50,9 @@ class Progress:
     eval_seconds: float = 0.0  # of `seconds`: dev evaluations and checkpoint writing
     evaluated_step: int = -1  # global_step of the latest evaluation
     windows: int = 0  # training windows this process has consumed
+    # the batch losses since the latest evaluation, whose mean is its row's train_loss: kept by a stop's
+    # checkpoint, so that a resumed run logs the row it would have logged
+    interval_losses: List[float] = dataclasses.field(default_factory=list)
 
     def start_clock(self) -> None:
         self._started = time.time() - self.seconds  # not a field: not saved
