@@ -75,20 +75,9 @@ def trained(tmp_path_factory):
 def relation_run(tmp_path_factory):
     """A tiny relation model trained once on synthetic.relation_lines; the folder holding it (run/best) and
     its data files."""
-    import yaml
-
     from globalpointer.cli import train_main
-    from synthetic import relation_lines, write_lines
+    from synthetic import relation_config
 
     tmp = tmp_path_factory.mktemp("relations")
-    config = {"data": {"train": write_lines(tmp / "train.json", relation_lines(200, 1)),
-                       "dev": write_lines(tmp / "dev.json", relation_lines(40, 2)),
-                       "test": write_lines(tmp / "test.json", relation_lines(40, 4)), "max_length": 24,
-                       "window_overlap": 8},
-              "model": {"encoder": "tiny", "head_size": 16},
-              "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
-                        "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},
-              "device": "cpu", "output_dir": str(tmp / "run")}
-    (tmp / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
-    assert train_main(["--config", str(tmp / "config.yaml")]) == 0
+    assert train_main(["--config", relation_config(tmp, test_lines=40)]) == 0
     return tmp

@@ -232,21 +232,13 @@ def test_a_stopped_relation_comparison_resumes_its_run(tmp_path):
     """bench/vs_paddlenlp_relations.py, stopped with SIGTERM, continues its run from the checkpoint (a DuIE
     run takes longer than a session) and ends as if it had never stopped: PaddleNLP's layer (a network
     built by the bench, not by the config) logs the same losses and F1 at every evaluation, bit for bit."""
-    import yaml
+    from synthetic import relation_config
 
-    from synthetic import relation_lines, write_lines
-
-    config = {"data": {"train": write_lines(tmp_path / "train.json", relation_lines(120, 1)),
-                       "dev": write_lines(tmp_path / "dev.json", relation_lines(30, 2)), "max_length": 24,
-                       "window_overlap": 8},
-              "model": {"encoder": "tiny", "head_size": 16},
-              "train": {"epochs": 12, "eval_every": 4, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 3,
-                        "patience": 0, "layer_lr_decay": 1.0, "calibrate": "none"},
-              "device": "cpu"}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    config = relation_config(tmp_path, train_lines=120, dev_lines=30, output_dir=None, train__epochs=12,
+                             train__eval_every=4, train__seed=3, train__calibrate="none")
 
     def command(out):
-        return [sys.executable, "bench/vs_paddlenlp_relations.py", "--config", str(tmp_path / "config.yaml"),
+        return [sys.executable, "bench/vs_paddlenlp_relations.py", "--config", config,
                 "--seeds", "0", "--models", "paddlenlp GPLinker", "--repeats", "0", "--out", str(tmp_path / out)]
 
     whole = subprocess.run(command("whole"), cwd=ROOT, capture_output=True, text=True, timeout=600)
