@@ -45,18 +45,6 @@ from globalpointer.training.loop import train
 from peer import PaddleNLPRelationPipeline, build_peer_relations
 
 
-def build_with_pair_rope(settings, encoder, num_types: int, num_relations: int = 0):
-    """``build_network`` with RoPE in the two pair heads, which the published GPLinker (and ``relation_head``)
-    leave without: the measurement behind that choice."""
-    from globalpointer.model.heads import EfficientGlobalPointer
-
-    network = build_network(settings, encoder, num_types, num_relations)
-    network.head.starts, network.head.ends = (
-        EfficientGlobalPointer(encoder.hidden_size, num_relations, head_size=settings.head_size, rope=True,
-                               tril_mask=False) for _ in range(2))
-    return network
-
-
 def build_with_summed_losses(settings, encoder, num_types: int, num_relations: int = 0):
     """``build_network`` with each head's loss summed over its types, the three summed, as the published
     GPLinker and PaddleNLP's distillation train it (``relation_head`` sums the three heads' means): on
@@ -71,7 +59,6 @@ PEER = "paddlenlp GPLinker"
 OWN_PIPELINE = "paddlenlp GPLinker, its own pipeline"
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
-          "ours efficient_global_pointer pair-rope": ("efficient_global_pointer", build_with_pair_rope),
           "ours global_pointer summed-losses": ("global_pointer", build_with_summed_losses),
           "ours efficient_global_pointer summed-losses": ("efficient_global_pointer", build_with_summed_losses),
           "ours efficient_global_pointer ema": ("efficient_global_pointer", build_network),

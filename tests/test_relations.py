@@ -169,6 +169,24 @@ def test_the_relation_loss_is_the_three_heads_mean_losses_summed():
     assert dropped == 0
 
 
+@pytest.mark.parametrize("pair_rope", [False, True])
+def test_the_pair_planes_are_efficient_global_pointers_with_rope_only_when_asked(pair_rope):
+    from globalpointer.model.heads import build_head
+
+    paddle.seed(5)
+    types, relations, length, hidden = 2, 3, 7, 8
+    head = build_head("global_pointer", hidden, types, head_size=4, relations=relations, pair_rope=pair_rope)
+    x = paddle.randn([2, length, hidden])
+    span_text = paddle.to_tensor([[0, 1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0, 0]])
+    logits = head(x, span_text).numpy()
+    for offset, pair_head in ((types, head.starts), (types + relations, head.ends)):
+        expected = reference.efficient_global_pointer_scores(
+            x.numpy(), pair_head.dense.weight.numpy(), pair_head.dense.bias.numpy(), pair_head.bias_dense.weight.numpy(),
+            pair_head.bias_dense.bias.numpy(), relations, 4, use_rope=pair_rope, span_text=span_text.numpy() > 0,
+            tril_mask=False)  # a head may follow its tail: both orders scored
+        np.testing.assert_allclose(logits[:, offset:offset + relations], expected, rtol=1e-4, atol=1e-4)
+
+
 def test_strict_and_string_triples_and_the_error_kinds():
     text = "Alice met Bob at Acme in Paris"
     alice, bob, acme, paris = (Entity(0, 5, "PER"), Entity(10, 13, "PER"), Entity(17, 21, "ORG"), Entity(25, 30, "LOC"))

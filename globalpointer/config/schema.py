@@ -102,6 +102,9 @@ class ModelConfig:
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
     rope: bool = _opt(True, "rotary position embedding on queries and keys")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
+    pair_rope: bool = _opt(False, "relation models: rotary position embedding in the two pair heads as well, so a "
+                           "pair's score knows the distance between its two entities (the published GPLinker has "
+                           "none there); earned on CoNLL04, unmeasured on DuIE (docs/results.md#relations)")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
                      ("sparse", "dense"))
     decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "

@@ -1,8 +1,9 @@
 """GPLinker (Su, 2022): relations on the span head.  One span head scores the entities, as an entity
 model's does; per relation type r, a second head scores (head entity start, tail entity start) in
 plane r and a third (head end, tail end) in plane R + r, over the same encoder.  The two pair heads are
-Efficient GlobalPointers without RoPE, as in the published GPLinker and PaddleNLP's layer: a full
-GlobalPointer's projection per relation plane doubled the training step on DuIE's 55 relation types.  A relation of type r
+Efficient GlobalPointers (a full GlobalPointer's projection per relation plane doubled the training step
+on DuIE's 55 relation types), without RoPE as in the published GPLinker and PaddleNLP's layer, or with
+it (``model.pair_rope``: a score of the two entities' distance as well).  A relation of type r
 from entity h to entity t is kept when h and t are decoded entities and both of its pair cells are above
 the threshold (``relation_pairs``).
 
@@ -132,9 +133,9 @@ def relation_pairs(spans: Sequence[TokenSpan], cells: Sequence[PairCell], num_re
 
 
 def build_relation_head(entity_head: nn.Layer, pair_head_class, hidden_size: int, num_relations: int,
-                        head_size: int) -> RelationHead:
+                        head_size: int, pair_rope: bool = False) -> RelationHead:
     """``entity_head``: built as an entity model's; ``pair_head_class``: the pair heads' (heads.py's
-    EfficientGlobalPointer)."""
-    starts, ends = (pair_head_class(hidden_size, num_relations, head_size=head_size, rope=False, tril_mask=False)
+    EfficientGlobalPointer); ``pair_rope``: RoPE on their queries and keys too (``model.pair_rope``)."""
+    starts, ends = (pair_head_class(hidden_size, num_relations, head_size=head_size, rope=pair_rope, tril_mask=False)
                     for _ in range(2))
     return RelationHead(entity_head, starts, ends, num_relations)
