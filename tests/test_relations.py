@@ -376,11 +376,16 @@ def test_doccano_output_of_a_relation_model_is_its_relation_import_and_reads_bac
 
 
 @pytest.mark.slow  # a trained model and the commands' processes
-def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path):
+def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path, capsys):
     from globalpointer.cli import train_main
 
     config = str(relation_run / "config.yaml")
     best = relation_run / "run" / "best"
+    # its pair heads' RoPE is in the weights' meaning: another value is refused before any work
+    assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "model.pair_rope=false",
+                       "--set", f"output_dir={tmp_path / 'other'}"]) == 2
+    assert "was trained with model.pair_rope=true, the config says false" in capsys.readouterr().err
+    assert not (tmp_path / "other" / "best").exists()
     assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "train.epochs=1",
                        "--set", f"output_dir={tmp_path / 'more'}"]) == 0
     assert (tmp_path / "more" / "best" / "relations.json").read_bytes() == (best / "relations.json").read_bytes()

@@ -15,7 +15,7 @@ import paddle
 from tqdm import tqdm
 
 from ..model_directory.opening import LoadedModel, MODEL_RECORD_KEYS, NESTED_MIN_SHARE, TrainedFor, load_checkpoint, record_differences, trained_config
-from ..config import RunConfig, flatten_config, require_files
+from ..config import RunConfig, flatten_config, require_files, yaml_scalar
 from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
@@ -253,8 +253,8 @@ def starting_point(config: RunConfig, labels: List[str]) -> Tuple[Encoder, Optio
     # what the trained model is, but its types: a run from it adds types
     for key in record_differences(start.config, config, [k for k in MODEL_RECORD_KEYS if k != "data.labels"]):
         recorded, asked = (flatten_config(c)[key] for c in (start.config, config))
-        raise ConfigError(f"train.init_from: {start.directory} was trained with {key}={recorded}, the config says "
-                          f"{asked}; set {key} to the trained model's")
+        raise ConfigError(f"train.init_from: {start.directory} was trained with {key}={yaml_scalar(recorded)}, the "
+                          f"config says {yaml_scalar(asked)}; set {key} to the trained model's")
     known = start.trained_for.labels
     added = [label for label in labels if label not in known]
     log.info("train.init_from %s: its types %s; added %s", start.directory, ", ".join(known),
