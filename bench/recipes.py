@@ -32,7 +32,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from globalpointer.config import RunConfig, flatten_config, load_config, yaml_scalar
 from globalpointer.data.readers import read_records, write_jsonl_records
-from globalpointer.model_directory.layout import TRAINER_STATE
+from globalpointer.training.run import can_resume
 # without FGM spelled out: train.adversarial auto turns it on above train.large_training_set texts
 DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm"]
 
@@ -40,8 +40,7 @@ DEFAULT_ROWS = ["baseline=train.adversarial=none", "fgm=train.adversarial=fgm"]
 def run(config: str, settings, output_dir: str) -> dict:
     summary_path = os.path.join(output_dir, "summary.json")
     if not os.path.exists(summary_path):
-        # a run stopped with SIGINT / SIGTERM (or killed after a checkpoint) continues; anything else restarts
-        resume = os.path.exists(os.path.join(output_dir, "last", TRAINER_STATE))
+        resume = can_resume(output_dir)  # a stopped run continues; anything else starts again
         command = [sys.executable, "train.py", "--config", config, "--resume" if resume else "--overwrite",
                    "--set", f"output_dir={output_dir}"]
         for setting in settings:

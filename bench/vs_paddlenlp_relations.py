@@ -39,9 +39,9 @@ from globalpointer.evaluation.evaluate import evaluate_records
 from globalpointer.evaluation.relations import headline
 from globalpointer.inference.extractor import Extractor
 from globalpointer.model.network import build_network
-from globalpointer.model_directory.layout import TRAINER_STATE
 from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
+from globalpointer.training.run import can_resume
 from peer import PaddleNLPRelationPipeline, build_peer_relations
 
 
@@ -169,7 +169,7 @@ def main():
                 with open(summary_path, encoding="utf-8") as file:
                     summary = json.load(file)
             else:  # a run stopped mid-way (a session's end) continues from its last checkpoint, bit for bit
-                resume = os.path.exists(os.path.join(out, "last", TRAINER_STATE)) and name not in TRAINING
+                resume = can_resume(out) and name not in TRAINING
                 if resume:
                     print(f"{out}: continued from its last checkpoint", file=sys.stderr, flush=True)
                 with TRAINING.get(name, contextlib.nullcontext)():

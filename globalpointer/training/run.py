@@ -119,6 +119,12 @@ def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
                           f"it, --overwrite to replace it, or --set output_dir=ANOTHER_DIR for a new run")
 
 
+def can_resume(run_dir: str) -> bool:
+    """A run stopped by SIGINT / SIGTERM, or killed after a checkpoint: ``train(..., resume=True)``
+    continues it from ``last/``, bit for bit."""
+    return os.path.exists(os.path.join(run_dir, "last", TRAINER_STATE))
+
+
 def _checkpoint_leftovers(run_dir: str, infixes=(PARTIAL, PREVIOUS)) -> List[str]:
     return [path for name in CHECKPOINTS for infix in infixes
             for path in temporaries(os.path.join(run_dir, name), infix)]
