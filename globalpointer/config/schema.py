@@ -104,8 +104,8 @@ class ModelConfig:
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
     pair_rope: bool = _opt(False, "relation models: rotary position embedding in the two pair heads as well, so a "
                            "pair's score knows the distance between its two entities (the published GPLinker has "
-                           "none there); CoNLL04 +4.46 test strict triple F1 over 3 seeds, the DuIE subset +1.18 and +0.67 on two "
-                           "(docs/results.md#against-paddlenlps-gplinker-layer)")
+                           "none there); CoNLL04 +4.46 test strict triple F1 over 3 seeds, the DuIE subset +1.18 and "
+                           "+0.67 on two (docs/results.md#against-paddlenlps-gplinker-layer)")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
                      ("sparse", "dense"))
     decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "
