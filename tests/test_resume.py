@@ -258,3 +258,23 @@ def test_a_stopped_relation_comparison_resumes_its_run(tmp_path):
     assert metrics(run) == reference
     rows = [json.load(open(tmp_path / name / "paddlenlp-GPLinker-0" / "result.json")) for name in ("whole", "stopped")]
     assert rows[0]["dev_f1"] == rows[1]["dev_f1"] and rows[0]["epochs"] == rows[1]["epochs"]
+
+
+def test_can_resume_reads_last_as_restore_does(tmp_path):
+    """What the bench scripts ask before --resume: last/ with its trainer state, or the copy a kill
+    between a save's two renames left; not a run without one, nor a user's folder named like that copy."""
+    from globalpointer.training.run import can_resume
+
+    assert not can_resume(str(tmp_path))
+    kept = tmp_path / "last.previous-2024"  # the user's: not marked
+    kept.mkdir()
+    (kept / "trainer_state.json").write_text("{}")
+    assert not can_resume(str(tmp_path))
+    killed = tmp_path / "last.previous-k1ll3d"
+    shutil.copytree(kept, killed)
+    mark_temporary(str(killed))  # as swap_in_directory marks it
+    assert can_resume(str(tmp_path))
+    (tmp_path / "last").mkdir()
+    assert not can_resume(str(tmp_path))  # last/ itself wins, and it holds no trainer state
+    (tmp_path / "last" / "trainer_state.json").write_text("{}")
+    assert can_resume(str(tmp_path))

@@ -121,8 +121,12 @@ def check_no_run(run_dir: str, resume: bool, overwrite: bool) -> None:
 
 def can_resume(run_dir: str) -> bool:
     """A run stopped by SIGINT / SIGTERM, or killed after a checkpoint: ``train(..., resume=True)``
-    continues it from ``last/``, bit for bit."""
-    return os.path.exists(os.path.join(run_dir, "last", TRAINER_STATE))
+    continues it from ``last/`` (or the copy a kill between a save's renames left, as ``restore``
+    reads it), bit for bit."""
+    try:
+        return os.path.exists(os.path.join(resolve_checkpoint(os.path.join(run_dir, "last")), TRAINER_STATE))
+    except CheckpointError:
+        return False
 
 
 def _checkpoint_leftovers(run_dir: str, infixes=(PARTIAL, PREVIOUS)) -> List[str]:
