@@ -55,12 +55,23 @@ def build_with_summed_losses(settings, encoder, num_types: int, num_relations: i
     return network
 
 
+def build_with_published_pair_heads(settings, encoder, num_types: int, num_relations: int = 0):
+    """``build_network`` with the pair heads of the published GPLinker and PaddleNLP's layer: no RoPE
+    in them, so a pair's score cannot see how far apart its two entities are."""
+    network = build_network(settings, encoder, num_types, num_relations)
+    network.head.starts.rope = network.head.ends.rope = None
+    return network
+
+
 PEER = "paddlenlp GPLinker"
 OWN_PIPELINE = "paddlenlp GPLinker, its own pipeline"
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
           "ours global_pointer summed-losses": ("global_pointer", build_with_summed_losses),
           "ours efficient_global_pointer summed-losses": ("efficient_global_pointer", build_with_summed_losses),
+          "ours global_pointer published-pair-heads": ("global_pointer", build_with_published_pair_heads),
+          "ours efficient_global_pointer published-pair-heads": ("efficient_global_pointer",
+                                                                 build_with_published_pair_heads),
           "ours efficient_global_pointer ema": ("efficient_global_pointer", build_network),
           "ours global_pointer ema": ("global_pointer", build_network),
           PEER: ("efficient_global_pointer", build_peer_relations)}

@@ -82,8 +82,7 @@ def relation_lines(count: int, seed: int):
 
 
 def relation_config(tmp_path, train_lines: int = 200, dev_lines: int = 40, test_lines: int = 0, **overrides) -> str:
-    """The config of a tiny relation model on ``relation_lines`` (train seed 1, dev seed 2, test seed 4; RoPE in
-    its pair heads, as configs/conll04.yaml),
+    """The config of a tiny relation model on ``relation_lines`` (train seed 1, dev seed 2, test seed 4),
     written to ``tmp_path``/config.yaml; ``overrides`` as ``tiny_config``'s (``section__key``; None
     removes a key)."""
     import yaml
@@ -93,7 +92,7 @@ def relation_config(tmp_path, train_lines: int = 200, dev_lines: int = 40, test_
             "window_overlap": 8}
     if test_lines:
         data["test"] = write_lines(tmp_path / "test.json", relation_lines(test_lines, 4))
-    sections = {"data": data, "model": {"encoder": "tiny", "head_size": 16, "pair_rope": True},
+    sections = {"data": data, "model": {"encoder": "tiny", "head_size": 16},
                 "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
                           "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},
                 "device": "cpu", "output_dir": str(tmp_path / "run")}

@@ -57,7 +57,7 @@ CONFIG_KEYS = [
     "inference.batch_size", "inference.compile_from_lines", "inference.compiled_cache_mb",
     "inference.int8_unverified_cpu", "inference.precision", "inference.tensorrt",
     "model.decode", "model.dropout", "model.encoder", "model.head", "model.head_size", "model.loss",
-    "model.min_score", "model.pair_rope", "model.rope", "model.tril_mask", "model.use_calibration", "output_dir",
+    "model.min_score", "model.rope", "model.tril_mask", "model.use_calibration", "output_dir",
     "serve.batch_texts", "serve.batch_wait_ms", "serve.client_timeout_s", "serve.host", "serve.max_body_bytes", "serve.max_header_bytes",
     "serve.max_request_tokens", "serve.max_text_chars", "serve.max_texts", "serve.port", "serve.rows_per_pass",
     "serve.shutdown_timeout_s", "serve.workers", "train.adversarial", "train.adversarial_epsilon", "train.amp",

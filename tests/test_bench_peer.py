@@ -20,3 +20,36 @@ def test_the_peers_own_pipeline_gives_our_extractors_triples(tmp_path):
     assert sum(map(len, found)) >= len(texts) // 2  # the trained peer finds triples: no agreement of empty sets
     assert {predicate for triples in found for _, predicate, _ in triples} <= {"出生地", "就职"}
     assert pipeline_agreement(extractor, pipeline, texts) == 1.0
+
+
+def test_the_published_pair_heads_score_without_rope_beside_our_entity_heads_rope():
+    """The bench's ``published-pair-heads`` models, the runs without RoPE in the pair heads that the docs
+    compare with: their pair planes are the Efficient GlobalPointer's without RoPE (the independent
+    formula), their entity planes are this project's, RoPE and all."""
+    import numpy as np
+    import paddle
+
+    from globalpointer.model import reference
+    from globalpointer.config.schema import ModelConfig
+    from globalpointer.model.encoders import build_tiny
+    from globalpointer.model.network import build_network
+    from vs_paddlenlp_relations import build_with_published_pair_heads
+
+    types, relations, length = 2, 3, 7
+    x = paddle.randn([2, length, 16])
+    span_text = paddle.to_tensor([[0, 1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0, 0]])
+    for build, pair_rope in ((build_with_published_pair_heads, False), (build_network, True)):
+        paddle.seed(5)
+        head = build(ModelConfig(head="efficient_global_pointer", head_size=4), build_tiny(16, 1, 2), types,
+                     relations).head
+        logits = head(x, span_text).numpy()
+        entity = head.entity
+        np.testing.assert_allclose(logits[:, :types], reference.efficient_global_pointer_scores(
+            x.numpy(), entity.dense.weight.numpy(), entity.dense.bias.numpy(), entity.bias_dense.weight.numpy(),
+            entity.bias_dense.bias.numpy(), types, 4, use_rope=True, span_text=span_text.numpy() > 0),
+            rtol=1e-4, atol=1e-4)
+        for offset, pair in ((types, head.starts), (types + relations, head.ends)):
+            np.testing.assert_allclose(logits[:, offset:offset + relations], reference.efficient_global_pointer_scores(
+                x.numpy(), pair.dense.weight.numpy(), pair.dense.bias.numpy(), pair.bias_dense.weight.numpy(),
+                pair.bias_dense.bias.numpy(), relations, 4, use_rope=pair_rope, span_text=span_text.numpy() > 0,
+                tril_mask=False), rtol=1e-4, atol=1e-4)

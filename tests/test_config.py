@@ -48,6 +48,9 @@ def test_yaml_then_overrides(tmp_path):
     ("train.ema_decay=0.999", "train.ema_decay was removed: the average of the weights lost"),
     ("model.head=crf_tagger", r"model.head=crf_tagger was removed: the BIO token-classification baselines were "
                               r"5-15 F1 behind GlobalPointer .*\(docs/results.md\); a model trained with it: train it"),
+    ("model.pair_rope=false", r"model.pair_rope was removed: RoPE in the pair heads was ahead .* this one says "
+                              r"'False': remove the key \(from an entity model's config.yaml too, which has no pair "
+                              r"heads; a relation model trained with it: train it again\)"),
     ("inference.pack_texts=false", r"inference.pack_texts was removed: a row per window was level .* this one says "
                                    r"'False': remove the key \(from a model's config.yaml too\)"),
     ("train.boundary_smoothing=1", "train.boundary_smoothing must be >= 0 and < 1, got 1.0"),

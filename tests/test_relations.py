@@ -169,20 +169,20 @@ def test_the_relation_loss_is_the_three_heads_mean_losses_summed():
     assert dropped == 0
 
 
-@pytest.mark.parametrize("pair_rope", [False, True])
-def test_the_pair_planes_are_efficient_global_pointers_with_rope_only_when_asked(pair_rope):
+@pytest.mark.parametrize("rope", [False, True])
+def test_the_pair_planes_are_efficient_global_pointers_with_the_span_heads_rope(rope):
     from globalpointer.model.heads import build_head
 
     paddle.seed(5)
     types, relations, length, hidden = 2, 3, 7, 8
-    head = build_head("global_pointer", hidden, types, head_size=4, relations=relations, pair_rope=pair_rope)
+    head = build_head("global_pointer", hidden, types, head_size=4, rope=rope, relations=relations)
     x = paddle.randn([2, length, hidden])
     span_text = paddle.to_tensor([[0, 1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0, 0]])
     logits = head(x, span_text).numpy()
     for offset, pair_head in ((types, head.starts), (types + relations, head.ends)):
         expected = reference.efficient_global_pointer_scores(
             x.numpy(), pair_head.dense.weight.numpy(), pair_head.dense.bias.numpy(), pair_head.bias_dense.weight.numpy(),
-            pair_head.bias_dense.bias.numpy(), relations, 4, use_rope=pair_rope, span_text=span_text.numpy() > 0,
+            pair_head.bias_dense.bias.numpy(), relations, 4, use_rope=rope, span_text=span_text.numpy() > 0,
             tril_mask=False)  # a head may follow its tail: both orders scored
         np.testing.assert_allclose(logits[:, offset:offset + relations], expected, rtol=1e-4, atol=1e-4)
 
@@ -381,10 +381,10 @@ def test_a_relation_model_starts_another_run_and_resumes(relation_run, tmp_path,
 
     config = str(relation_run / "config.yaml")
     best = relation_run / "run" / "best"
-    # its pair heads' RoPE is in the weights' meaning: another value is refused before any work
-    assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "model.pair_rope=false",
+    # its heads' RoPE is in the weights' meaning: another value is refused before any work
+    assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "model.rope=false",
                        "--set", f"output_dir={tmp_path / 'other'}"]) == 2
-    assert "was trained with model.pair_rope=true, the config says false" in capsys.readouterr().err
+    assert "was trained with model.rope=true, the config says false" in capsys.readouterr().err
     assert not (tmp_path / "other" / "best").exists()
     assert train_main(["--config", config, "--set", f"train.init_from={best}", "--set", "train.epochs=1",
                        "--set", f"output_dir={tmp_path / 'more'}"]) == 0

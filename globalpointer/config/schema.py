@@ -100,12 +100,10 @@ class ModelConfig:
     head: str = _opt("global_pointer", "span head: a GlobalPointer, or the Efficient GlobalPointer (one "
                      "span score shared by the types, plus a start and an end term per type)", _head_names)
     head_size: int = _opt(64, "size of the per-type query and key vectors (span heads)", bounds=POSITIVE)
-    rope: bool = _opt(True, "rotary position embedding on queries and keys")
+    rope: bool = _opt(True, "rotary position embedding on queries and keys: the span head's and, in a relation "
+                      "model, the two pair heads' (which the published GPLinker has none in: CoNLL04 +4.46 test "
+                      "strict triple F1 with it, 3 seeds; docs/results.md#against-paddlenlps-gplinker-layer)")
     tril_mask: bool = _opt(True, "never score spans whose end is before their start")
-    pair_rope: bool = _opt(False, "relation models: rotary position embedding in the two pair heads as well, so a "
-                           "pair's score knows the distance between its two entities (the published GPLinker has "
-                           "none there); CoNLL04 +4.46 test strict triple F1 over 3 seeds, the DuIE subset +1.18 and "
-                           "+0.67 on two (docs/results.md#against-paddlenlps-gplinker-layer)")
     loss: str = _opt("sparse", "span heads: sparse takes the gold indices; dense a types x L x L label tensor",
                      ("sparse", "dense"))
     decode: str = _opt("auto", "nested: every span scored above model.min_score; flat: greedy non-overlapping by "

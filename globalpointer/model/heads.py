@@ -139,12 +139,12 @@ HEADS: Dict[str, HeadSpec] = {
 
 
 def build_head(name: str, hidden_size: int, num_types: int, head_size: int = 64, rope: bool = True,
-               tril_mask: bool = True, loss: str = "sparse", relations: int = 0, pair_rope: bool = False) -> nn.Layer:
+               tril_mask: bool = True, loss: str = "sparse", relations: int = 0) -> nn.Layer:
     """The head ``name`` of ``HEADS`` (the config's ``model.head``) with the model's span settings; with
-    ``relations`` types, GPLinker's relation head over it (``relation_head``; ``pair_rope``: RoPE in its
-    pair heads)."""
+    ``relations`` types, GPLinker's relation head over it (``relation_head``; ``rope`` in its pair heads
+    too)."""
     if name not in HEADS:
         raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
     head = HEADS[name].build(hidden_size, num_types, head_size=head_size, rope=rope, tril_mask=tril_mask, loss=loss)
-    return (build_relation_head(head, EfficientGlobalPointer, hidden_size, relations, head_size, pair_rope)
+    return (build_relation_head(head, EfficientGlobalPointer, hidden_size, relations, head_size, rope)
             if relations else head)

@@ -64,11 +64,10 @@ class SpanNetwork(nn.Layer):
 
 
 def build_network(settings, encoder: Encoder, num_types: int, num_relations: int = 0) -> SpanNetwork:
-    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout,
-    pair_rope); ``num_relations``: relation types, for a relation model (GPLinker, ``relation_head``)."""
+    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout);
+    ``num_relations``: relation types, for a relation model (GPLinker, ``relation_head``)."""
     head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
-                      rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss, relations=num_relations,
-                      pair_rope=settings.pair_rope)
+                      rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss, relations=num_relations)
     return SpanNetwork(encoder.model, head, settings.dropout)
 
 

@@ -2,8 +2,9 @@
 model's does; per relation type r, a second head scores (head entity start, tail entity start) in
 plane r and a third (head end, tail end) in plane R + r, over the same encoder.  The two pair heads are
 Efficient GlobalPointers (a full GlobalPointer's projection per relation plane doubled the training step
-on DuIE's 55 relation types), without RoPE as in the published GPLinker and PaddleNLP's layer, or with
-it (``model.pair_rope``: a score of the two entities' distance as well).  A relation of type r
+on DuIE's 55 relation types), with RoPE as the entity head (``model.rope``), so that a pair's score sees
+its two entities' distance: the published GPLinker and PaddleNLP's layer have none there, and were
+behind on every seed of CoNLL04 and the DuIE subset measured (docs/results.md).  A relation of type r
 from entity h to entity t is kept when h and t are decoded entities and both of its pair cells are above
 the threshold (``relation_pairs``).
 
@@ -133,9 +134,9 @@ def relation_pairs(spans: Sequence[TokenSpan], cells: Sequence[PairCell], num_re
 
 
 def build_relation_head(entity_head: nn.Layer, pair_head_class, hidden_size: int, num_relations: int,
-                        head_size: int, pair_rope: bool = False) -> RelationHead:
+                        head_size: int, rope: bool = True) -> RelationHead:
     """``entity_head``: built as an entity model's; ``pair_head_class``: the pair heads' (heads.py's
-    EfficientGlobalPointer); ``pair_rope``: RoPE on their queries and keys too (``model.pair_rope``)."""
-    starts, ends = (pair_head_class(hidden_size, num_relations, head_size=head_size, rope=pair_rope, tril_mask=False)
+    EfficientGlobalPointer); ``rope``: RoPE on their queries and keys (``model.rope``)."""
+    starts, ends = (pair_head_class(hidden_size, num_relations, head_size=head_size, rope=rope, tril_mask=False)
                     for _ in range(2))
     return RelationHead(entity_head, starts, ends, num_relations)

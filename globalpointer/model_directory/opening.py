@@ -56,7 +56,7 @@ class TrainedFor(NamedTuple):
 # The keys of what a model is (its types, how it reads text, its network): a checkpoint's config records
 # them as trained, and no reader may change them (the weights hold them)
 MODEL_RECORD_KEYS = ("data.labels", "data.tokenization", "model.encoder", "model.head", "model.head_size",
-                     "model.rope", "model.tril_mask", "model.pair_rope")
+                     "model.rope", "model.tril_mask")
 
 
 def trained_config(config: RunConfig, trained_for: TrainedFor) -> RunConfig:
