@@ -21,6 +21,9 @@ kept in the checkpoint).  Each run's row is
 kept as RUN/result.json, so that seeds trained in different sessions make one table:
 
     python bench/vs_paddlenlp_relations.py --summary bench/results/vs-relations/duie
+
+``--time-training N`` times training alone, in turns: N rounds of one epoch of each model (a, b, a, b),
+the dev file's scoring left out of the time, the median windows/s per model and its ratio to the peer's.
 """
 import argparse
 import contextlib
@@ -136,6 +139,26 @@ def print_summary(folder: str) -> None:
     print(table([spread(results) for results in rows.values()]))
 
 
+def windows_per_s(summary: dict) -> float:
+    """Training windows/s of a run from its summary.json: the dev file's scoring left out."""
+    return summary["train_windows"] * summary["epochs_completed"] / (summary["seconds"] - summary["eval_seconds"])
+
+
+def training_rates(config_path: str, overrides, names, rounds: int, out: str) -> dict:
+    """Each model's median training windows/s over ``rounds`` epochs of one, in turns (a, b, a, b)."""
+    rates = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            head, build = MODELS[name]
+            config = load_config(config_path, overrides + [
+                f"model.head={head}", "train.epochs=1", "train.calibrate=none", "data.test=null",
+                f"output_dir={os.path.join(out, 'timing', name.replace(' ', '-'))}"])
+            with TRAINING.get(name, contextlib.nullcontext)():
+                rates[name].append(windows_per_s(train(config, build=build, overwrite=True)))
+            print(f"{name}: {rates[name][-1]:.2f} training windows/s", file=sys.stderr, flush=True)
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
 def spread(results) -> dict:
     """One model's row over its seeds: F1 as mean +- population spread, training windows/s as the median,
     prediction texts/s as timed (in turns with the other models, with the first seed's model)."""
@@ -164,11 +187,19 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="timed passes over the dev texts per model (0: "
                         "no timing, for runs that do not share the cores in turns)")
     parser.add_argument("--summary", metavar="FOLDER", help="print the rows kept under FOLDER as tables and exit")
+    parser.add_argument("--time-training", type=int, metavar="N", help="time training alone: N rounds of one epoch "
+                        "of each model in turns (the first seed), print the medians and exit")
     args = parser.parse_args()
     if args.summary:
         return print_summary(args.summary)
     logging.basicConfig(level=logging.WARNING)
     names = chosen_models(parser, args.models, MODELS)
+    if args.time_training:
+        seed = args.seeds.split(",")[0]
+        rates = training_rates(args.config, args.set + [f"train.seed={seed}"], names, args.time_training, args.out)
+        return print(table([{"model": name, "train_windows_per_s": round(rate, 2),
+                             "against_the_peer": round(rate / rates[PEER], 3) if PEER in rates else None}
+                            for name, rate in rates.items()]))
     rows, runs = Rows(), {name: [] for name in names}
     for seed in [int(seed) for seed in args.seeds.split(",")]:
         for name in names:
@@ -185,10 +216,8 @@ def main():
                     print(f"{out}: continued from its last checkpoint", file=sys.stderr, flush=True)
                 with TRAINING.get(name, contextlib.nullcontext)():
                     summary = train(config, build=build, resume=resume, overwrite=not resume)
-            training = summary["seconds"] - summary["eval_seconds"]
             result = {"model": name, "seed": seed, "dev_f1": round(100 * summary["best_dev_f1"], 2),
-                      "epochs": summary["epochs_completed"],
-                      "train_windows_per_s": round(summary["train_windows"] * summary["epochs_completed"] / training, 2)}
+                      "epochs": summary["epochs_completed"], "train_windows_per_s": round(windows_per_s(summary), 2)}
             runs[name].append((out, result))
     data = load_config(args.config, args.set).data
     texts = [record.text for record in load_sources(data.dev, data.reading)]

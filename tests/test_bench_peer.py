@@ -53,3 +53,20 @@ def test_the_published_pair_heads_score_without_rope_beside_our_entity_heads_rop
                 x.numpy(), pair.dense.weight.numpy(), pair.dense.bias.numpy(), pair.bias_dense.weight.numpy(),
                 pair.bias_dense.bias.numpy(), relations, 4, use_rope=pair_rope, span_text=span_text.numpy() > 0,
                 tril_mask=False), rtol=1e-4, atol=1e-4)
+
+
+def test_training_is_timed_in_turns_one_epoch_at_a_time(tmp_path, capsys):
+    """``--time-training``: each model trains one epoch per round, the models in turns (a, b, a, b)."""
+    import json
+
+    from vs_paddlenlp_relations import PEER, training_rates
+
+    config = relation_config(tmp_path, train_lines=40, dev_lines=10)
+    names = ["ours efficient_global_pointer", PEER]
+    rates = training_rates(config, [], names, 2, str(tmp_path / "bench"))
+    assert set(rates) == set(names) and all(rate > 0 for rate in rates.values())
+    timed = [line.split(":")[0] for line in capsys.readouterr().err.splitlines() if "training windows/s" in line]
+    assert timed == names + names
+    for name in names:
+        summary = json.loads((tmp_path / "bench" / "timing" / name.replace(" ", "-") / "summary.json").read_text())
+        assert summary["epochs_completed"] == 1
