@@ -235,7 +235,7 @@ def test_entries_mean_what_they_say():
 
 
 def test_a_removed_key_at_the_value_that_runs_now_loads_as_earlier_models_saved_it(tmp_path):
-    path = write(tmp_path, "model:\n  lexicon: none\n  context: none\n  context_layers: 1\n"
+    path = write(tmp_path, "model:\n  lexicon: none\n  context: none\n  context_layers: 1\n  pair_rope: true\n"
                            "train:\n  ema_decay: 0.0\n  rdrop_alpha: 0\ninference:\n  pack_texts: true\n")
     config = load_config(path)
     assert not hasattr(config.model, "lexicon") and not hasattr(config.train, "ema_decay")
