@@ -473,8 +473,11 @@ def test_a_round_that_adds_a_type_declares_the_base_files_for_the_trained_types(
     # the project offers the model's types and no other: one file of every type, as the base's
     config = with_overrides(base, round_data(base, annotated, ["LOC", "ORG", "PER"], ["LOC", "ORG", "PER"],
                                              str(tmp_path / "same")))
-    assert config.data.train == str(tmp_path / "same" / "train.jsonl")
-    assert config.data.dev == str(tmp_path / "same" / "dev.jsonl")
+    assert [(s.path, s.format, s.types) for s in config.data.train] == [(str(tmp_path / "same" / "train.jsonl"), "jsonl", [])]
+    assert [(s.path, s.format, s.types) for s in config.data.dev] == [(str(tmp_path / "same" / "dev.jsonl"), "jsonl", [])]
+    # the round's files are entries of their own format, so data.format stays what the base read its
+    # files in: the format evaluate and calibrate read a user's file in with the round's model
+    assert config.data.format == base.data.format
 
 
 def test_annotations_of_a_label_no_longer_offered_are_left_out_and_counted(caplog):

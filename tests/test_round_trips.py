@@ -1,11 +1,12 @@
 """Done means the next command accepts it: every artifact a command writes, read by every command that
 reads it.  Writers (rows): a checkpoint from train, from train --init-from (types listed in another
 order than the model's), from train --resume, from a Label Studio round that adds a type, from train
-with thresholds fitted on its dev file
-(train.calibrate); a float32 and an INT8 export; calibrated thresholds.  Readers (columns): predict, evaluate, globalpointer.load,
-serve, export, calibrate, train --init-from.  Each cell checks that the reader exits 0 (or answers
-200) and that what it reads is what was written: the model's types in labels.json's order, the same
-entities as the model predicts when loaded."""
+with thresholds fitted on its dev file (train.calibrate); a float32 and an INT8 export; calibrated
+thresholds; and the same writers of a relation model (rows "relations: ...").  Readers (columns):
+predict, evaluate, globalpointer.load, serve, export, calibrate, train --init-from.  Each cell checks
+that the reader exits 0 (or answers 200) and that what it reads is what was written: the model's types
+in labels.json's order (and its relation types in relations.json's), the same entities (and
+relations) as the model predicts when loaded."""
 import json
 import os
 import shutil
@@ -14,36 +15,33 @@ import pytest
 
 import globalpointer
 from globalpointer.cli import evaluate_main, main, predict_main, train_main
-from synthetic import make_records, tiny_config, write_jsonl
+from helpers import label_studio_result
+from synthetic import make_records, relation_config, relation_lines, tiny_config, write_jsonl, write_lines
 
 pytestmark = pytest.mark.slow
 
 TEXTS = ["张三去了北京大学", "李四在上海", "王五和复旦大学"]
+RELATION_TEXTS = ["李四出生于广州", "王五任职于百度", "张三出生于北京" * 4]  # the last in two windows
 
 
 def only(records, types):
     return [{**r, "entities": [e for e in r["entities"] if e["type"] in types]} for r in records]
 
 
-def label_studio_round(base_model, root):
-    """The checkpoint a Label Studio round writes when the project adds a type (ORG) to a model of LOC
-    and PER, through the backend's own round, its base the model's own config.yaml."""
+def label_studio_round(base_model, root, tasks, label_config):
+    """The checkpoint the backend's own round writes from ``tasks`` (Label Studio's task JSON) of a
+    project whose labeling interface is ``label_config``, its base the model's own config.yaml."""
     from fastapi.testclient import TestClient
 
     from globalpointer.deploy.label_studio_backend import create_app
-    from globalpointer.inference.label_studio import labeling_config
     from test_label_studio_backend import FakeLabelStudio
 
-    tasks = [{"id": index, "data": {"text": record["text"]}, "annotations": [{"id": index, "result": [
-        {"from_name": "label", "to_name": "text", "type": "labels",
-         "value": {"start": e["start"], "end": e["end"], "labels": [e["type"]]}} for e in record["entities"]]}]}
-        for index, record in enumerate(make_records(16, 9))]
     label_studio = FakeLabelStudio(tasks, "secret-token")
     app = create_app(base_model, globalpointer.load(base_model), str(root / "rounds #1"),
                      os.path.join(base_model, "config.yaml"), label_studio.url, "secret-token")
     try:
         with TestClient(app) as client:
-            project = {"id": 7, "label_config": labeling_config(["LOC", "ORG", "PER"])}
+            project = {"id": 7, "label_config": label_config}
             assert client.post("/webhook", json={"action": "START_TRAINING", "project": project}).status_code == 201
             assert app.state.trainer.wait_idle(300)
             assert client.get("/health").json()["last_round"]["state"] == "served", app.state.trainer.last
@@ -52,10 +50,19 @@ def label_studio_round(base_model, root):
     return root / "rounds #1" / "round-001" / "run" / "best"
 
 
+def entity_tasks():
+    """A project's annotations that add a type (ORG) to a model of LOC and PER."""
+    return [{"id": index, "data": {"text": record["text"]}, "annotations": [{"id": index, "result": [
+        {"from_name": "label", "to_name": "text", "type": "labels",
+         "value": {"start": e["start"], "end": e["end"], "labels": [e["type"]]}} for e in record["entities"]]}]}
+        for index, record in enumerate(make_records(16, 9))]
+
+
 @pytest.fixture(scope="module")
 def writers(tmp_path_factory):
     """Each writer's artifact: name -> model directory."""
     from globalpointer.cli import main as cli
+    from globalpointer.inference.label_studio import labeling_config
 
     root = tmp_path_factory.mktemp("round-trips")
     config = tiny_config(root, train__epochs=2)
@@ -92,18 +99,84 @@ def writers(tmp_path_factory):
                 "--quantize", "int8"]) == 0
     return {"train": root / "plain" / "best", "train --init-from": root / "init" / "best",
             "train --resume": root / "init" / "last", "calibrate": calibrated,
-            "Label Studio round": label_studio_round(str(base), root),
+            "Label Studio round": label_studio_round(str(base), root, entity_tasks(),
+                                                     labeling_config(["LOC", "ORG", "PER"])),
             "export float32": root / "export", "export int8": root / "export",
             "train train.calibrate": root / "fitted" / "best",
-            "dev": dev}
+            "dev": dev, "texts": TEXTS, "config": lambda folder: tiny_config(folder, train__epochs=1),
+            "labels": ["ORG", "PER", "LOC"]}
 
 
-WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
-           "export int8", "train train.calibrate"]
+@pytest.fixture(scope="module")
+def relation_writers(tmp_path_factory):
+    """The writers' artifacts of a relation model (synthetic.relation_lines): name -> model directory."""
+    import subprocess
+    import sys
+
+    from globalpointer.cli import main as cli
+    from globalpointer.data.readers import read_records
+    from globalpointer.inference.label_studio import labeling_config
+    from helpers import ROOT
+
+    root = tmp_path_factory.mktemp("relation-round-trips")
+    config = relation_config(root, train__calibrate="none")
+    dev = str(root / "dev.json")
+    assert train_main(["--config", config]) == 0
+    plain = root / "run" / "best"
+    assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set",
+                       f"output_dir={root / 'fitted'}"]) == 0
+    assert (root / "fitted" / "best" / "thresholds.json").is_file()
+    # --init-from, then --resume of it: each in a process of its own, as users run them (the optimizer
+    # state is keyed by the names Paddle gives parameters in their process)
+    for epochs, resume in ((1, []), (2, ["--resume", "--resume-anyway"])):
+        subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", config, *resume, "--init-from",
+                        str(plain), "--set", f"train.epochs={epochs}", "--set", f"output_dir={root / 'init'}"],
+                       check=True, capture_output=True)
+    calibrated = root / "calibrated"
+    shutil.copytree(plain, calibrated)
+    assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
+    assert cli(["export", "--model", str(plain), "--output", str(root / "export"), "--quantize", "int8"]) == 0
+    tasks = []
+    for index, line in enumerate(relation_lines(40, 5)):
+        record, = read_records(write_lines(root / f"task{index}.json", [line]))
+        tasks.append({"id": index, "data": {"text": record.text},
+                      "annotations": [{"id": index, "result": label_studio_result(record)}]})
+    model = globalpointer.load(str(plain))
+    return {"relations: train": plain, "relations: train --init-from": root / "init" / "best",
+            "relations: train --resume": root / "init" / "last", "relations: calibrate": calibrated,
+            "relations: Label Studio round": label_studio_round(str(plain), root, tasks, labeling_config(
+                model.labels, model.relations)),
+            "relations: export float32": root / "export", "relations: export int8": root / "export",
+            "relations: train train.calibrate": root / "fitted" / "best",
+            "dev": dev, "texts": RELATION_TEXTS, "labels": list(reversed(model.labels)),
+            "config": lambda folder: relation_config(folder, train__epochs=1, train__calibrate="none")}
+
+
+ENTITY_WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
+                  "export int8", "train train.calibrate"]
+RELATION_WRITERS = [f"relations: {writer}" for writer in ENTITY_WRITERS]
+WRITERS = ENTITY_WRITERS + RELATION_WRITERS
+
+
+def made_by(request, writer):
+    """The artifacts of the writer's kind (built once a module, when a test first asks for them)."""
+    return request.getfixturevalue("relation_writers" if writer in RELATION_WRITERS else "writers")
+
+
+def both(writers):
+    return writers + [f"relations: {writer}" for writer in writers]
+
+
+def outcome(result):
+    """What a reader must give back as the model found it: the spans, and the relations between them
+    (the scores may differ in their last digits between engines)."""
+    entities = result["entities"] if isinstance(result, dict) else result
+    return ([(e["start"], e["end"], e["type"]) for e in entities],
+            [(r["type"], r["head"], r["tail"]) for r in result.get("relations", [])] if isinstance(result, dict) else [])
 
 
 def settings_of(writer):
-    return ["--set", "inference.precision=int8"] if writer == "export int8" else []
+    return ["--set", "inference.precision=int8"] if writer.endswith("export int8") else []
 
 
 def labels_of(model):
@@ -112,68 +185,93 @@ def labels_of(model):
     return None
 
 
+def relations_of(model):
+    path = os.path.join(model, "relations.json")
+    return json.load(open(path, encoding="utf-8")) if os.path.isfile(path) else []
+
+
 @pytest.mark.parametrize("writer", WRITERS)
-def test_load_and_predict_read_it(writers, writer, tmp_path):
-    model = str(writers[writer])
+def test_load_and_predict_read_it(request, writer, tmp_path):
+    made = made_by(request, writer)
+    model = str(made[writer])
     ner = globalpointer.load(model, [item for item in settings_of(writer) if item != "--set"])
     assert ner.labels == (labels_of(model) or ner.labels)
-    expected = ner(TEXTS)
+    assert ner.relations == (relations_of(model) or ner.relations)
+    expected = ner(made["texts"])
     out = tmp_path / "out.jsonl"
-    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("\n".join(made["texts"]) + "\n", encoding="utf-8")
     assert predict_main(["--model", model, "--input", str(tmp_path / "in.txt"), "--output", str(out),
                          *settings_of(writer)]) == 0
-    assert [json.loads(line)["entities"] for line in open(out, encoding="utf-8")] == expected
+    lines = [json.loads(line) for line in open(out, encoding="utf-8")]
+    if writer in RELATION_WRITERS:
+        assert [{"entities": line["entities"], "relations": line["relations"]} for line in lines] == expected
+        assert any(found["relations"] for found in expected)
+    else:
+        assert [line["entities"] for line in lines] == expected
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_evaluate_reads_it(writers, writer, tmp_path):
-    model = str(writers[writer])
-    assert evaluate_main(["--model", model, "--data", writers["dev"], "--output", str(tmp_path / "r.json"),
+def test_evaluate_reads_it(request, writer, tmp_path):
+    made = made_by(request, writer)
+    model = str(made[writer])
+    assert evaluate_main(["--model", model, "--data", made["dev"], "--output", str(tmp_path / "r.json"),
                           *settings_of(writer)]) == 0
     report = json.load(open(tmp_path / "r.json"))
-    assert set(report["per_type"]) <= set(globalpointer.load(model).labels)
+    ner = globalpointer.load(model)
+    assert set(report["per_type"]) <= set(ner.labels)
+    if writer in RELATION_WRITERS:
+        assert set(report["relations"]["per_type"]) == set(ner.relations)
+        assert report["relations"]["micro"]["f1"] > 0.5  # the triples the model was trained on
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_serve_reads_it(writers, writer):
+def test_serve_reads_it(request, writer):
     from fastapi.testclient import TestClient
 
     from globalpointer.deploy import serve
 
-    ner = globalpointer.load(str(writers[writer]), [item for item in settings_of(writer) if item != "--set"])
+    made = made_by(request, writer)
+    ner = globalpointer.load(str(made[writer]), [item for item in settings_of(writer) if item != "--set"])
     with TestClient(serve.create_app(ner, ner.config.serve)) as client:
-        answer = client.post("/v1/extract", json={"texts": TEXTS})
+        answer = client.post("/v1/extract", json={"texts": made["texts"]})
         assert answer.status_code == 200, answer.text
-        assert client.get("/v1/labels").json()["labels"] == ner.labels
+        assert [outcome(result) for result in answer.json()["results"]] == [outcome(f) for f in ner(made["texts"])]
+        labels = client.get("/v1/labels").json()
+        assert labels["labels"] == ner.labels and labels.get("relations", []) == ner.relations
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "calibrate", "Label Studio round", "train train.calibrate"])
-def test_export_reads_it(writers, writer, tmp_path):
-    model = str(writers[writer])
+@pytest.mark.parametrize("writer", both(["train --init-from", "calibrate", "Label Studio round",
+                                         "train train.calibrate"]))
+def test_export_reads_it(request, writer, tmp_path):
+    made = made_by(request, writer)
+    model = str(made[writer])
     assert main(["export", "--model", model, "--output", str(tmp_path / "export")]) == 0
     exported = globalpointer.load(str(tmp_path / "export"))
-    assert exported.labels == labels_of(model)
+    assert exported.labels == labels_of(model) and exported.relations == relations_of(model)
     checkpoint = globalpointer.load(model)
-    for found, expected in zip(exported(TEXTS), checkpoint(TEXTS)):
-        assert [(e["start"], e["end"], e["type"]) for e in found] == [(e["start"], e["end"], e["type"])
-                                                                      for e in expected]
+    assert [outcome(f) for f in exported(made["texts"])] == [outcome(f) for f in checkpoint(made["texts"])]
     if os.path.isfile(os.path.join(model, "thresholds.json")):  # the calibrated scores travel with the export
         assert os.path.isfile(tmp_path / "export" / "thresholds.json")
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "export float32"])
-def test_calibrate_reads_it(writers, writer, tmp_path):
+@pytest.mark.parametrize("writer", both(["train --init-from", "Label Studio round", "export float32"]))
+def test_calibrate_reads_it(request, writer, tmp_path):
+    made = made_by(request, writer)
     model = tmp_path / "model"
-    shutil.copytree(writers[writer], model)
-    assert main(["calibrate", "--model", str(model), "--data", writers["dev"]]) == 0
-    scores = json.load(open(model / "thresholds.json"))["min_scores"]
-    assert list(scores) == globalpointer.load(str(model)).labels
+    shutil.copytree(made[writer], model)
+    assert main(["calibrate", "--model", str(model), "--data", made["dev"]]) == 0
+    fitted = json.load(open(model / "thresholds.json"))
+    assert list(fitted["min_scores"]) == globalpointer.load(str(model)).labels
+    assert ("pair_min_score" in fitted) == (writer in RELATION_WRITERS)
 
 
-@pytest.mark.parametrize("writer", ["train --init-from", "Label Studio round", "train train.calibrate"])
-def test_init_from_reads_it(writers, writer, tmp_path):
-    config = tiny_config(tmp_path, train__epochs=1)
-    assert train_main(["--config", config, "--init-from", str(writers[writer]), "--set",
-                       "data.labels=[ORG, PER, LOC]"]) == 0
-    assert globalpointer.load(str(tmp_path / "run" / "best")).labels == labels_of(str(writers[writer]))
+@pytest.mark.parametrize("writer", both(["train --init-from", "Label Studio round", "train train.calibrate"]))
+def test_init_from_reads_it(request, writer, tmp_path):
+    made = made_by(request, writer)
+    config = made["config"](tmp_path)
+    labels = "[" + ", ".join(made["labels"]) + "]"  # another order than the model's
+    assert train_main(["--config", config, "--init-from", str(made[writer]), "--set", f"data.labels={labels}"]) == 0
+    trained = str(tmp_path / "run" / "best")
+    assert globalpointer.load(trained).labels == labels_of(str(made[writer]))
+    assert relations_of(trained) == relations_of(str(made[writer]))
     assert not (tmp_path / "run" / "best" / "thresholds.json").exists()  # the base's scores were for the base

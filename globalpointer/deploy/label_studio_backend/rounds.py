@@ -168,14 +168,16 @@ def round_data(base, annotated: List[Record], trained: List[str], offered: List[
     else:  # one file of every type, as the base's
         train = load_records(base.data.train, **base.data.reading) if base.data.train else []
         write_jsonl_records(train + annotated, round_file)
-        settings += [("data.train", round_file), ("data.format", "jsonl")]
+        # an entry of its own format: data.format stays the base's, the format evaluate and calibrate
+        # read a user's file in with the round's model
+        settings.append(("data.train", [DataSource(round_file, "jsonl", [])]))
     if isinstance(base.data.dev, list) or (base.data.dev and adds_types):  # scored on what each file annotates
         settings.append(("data.dev", [declared_entry(source, base.data.format, trained if adds_types else [])
                                       for source in source_entries(base.data.dev)]))
     elif base.data.dev:
         dev_file = os.path.join(directory, "dev.jsonl")
         write_jsonl_records(load_records(base.data.dev, **base.data.reading), dev_file)
-        settings.append(("data.dev", dev_file))
+        settings.append(("data.dev", [DataSource(dev_file, "jsonl", [])]))
     return settings
 
 
