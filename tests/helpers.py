@@ -212,6 +212,12 @@ def label_studio_result(record):
     return regions + links
 
 
+def label_studio_tasks(records):
+    """Gold records as Label Studio tasks, each with one annotation: its record's ``label_studio_result``."""
+    return [{"id": index, "data": {"text": record.text},
+             "annotations": [{"id": index, "result": label_studio_result(record)}]} for index, record in enumerate(records)]
+
+
 def label_studio_links(result):
     """The (relation, head text, tail text) of a Label Studio result's ``relation`` results, in order."""
     regions = {r["id"]: r["value"]["text"] for r in result if r["type"] == "labels"}

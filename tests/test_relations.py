@@ -18,7 +18,7 @@ from globalpointer.model import reference
 from globalpointer.data.batching import split_row
 from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs
 from globalpointer.spans import Entity, Record, Relation, TokenSpan
-from helpers import ROOT, label_studio_links, label_studio_result, triples
+from helpers import ROOT, label_studio_links, label_studio_tasks, triples
 from synthetic import relation_lines, write_lines
 
 DUIE_LINE = {"text": "2011年，36岁的张智尧在《楚留香新传》里饰演楚留香，依旧帅气", "spo_list": [
@@ -332,11 +332,7 @@ def test_the_label_studio_backend_predicts_relations_and_trains_a_round_on_them(
     interface = labeling_config(ner.labels, ner.relations)
     assert '<Relation value="出生地"/>' in interface
     # the project's annotations: Label Studio's relation results between labelled regions
-    tasks = []
-    for index, line in enumerate(relation_lines(40, 5)):
-        record, = read_records(write_lines(tmp_path / f"line{index}.json", [line]))
-        tasks.append({"id": index, "data": {"text": record.text},
-                      "annotations": [{"id": index, "result": label_studio_result(record)}]})
+    tasks = label_studio_tasks(read_records(write_lines(tmp_path / "tasks.json", relation_lines(40, 5))))
     label_studio = FakeLabelStudio(tasks, "secret-token")
     app = create_app(best, ner, str(tmp_path / "rounds"), os.path.join(best, "config.yaml"), label_studio.url,
                      "secret-token")

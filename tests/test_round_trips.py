@@ -15,7 +15,7 @@ import pytest
 
 import globalpointer
 from globalpointer.cli import evaluate_main, main, predict_main, train_main
-from helpers import label_studio_result
+from helpers import label_studio_tasks
 from synthetic import make_records, relation_config, relation_lines, tiny_config, write_jsonl, write_lines
 
 pytestmark = pytest.mark.slow
@@ -136,11 +136,7 @@ def relation_writers(tmp_path_factory):
     shutil.copytree(plain, calibrated)
     assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
     assert cli(["export", "--model", str(plain), "--output", str(root / "export"), "--quantize", "int8"]) == 0
-    tasks = []
-    for index, line in enumerate(relation_lines(40, 5)):
-        record, = read_records(write_lines(root / f"task{index}.json", [line]))
-        tasks.append({"id": index, "data": {"text": record.text},
-                      "annotations": [{"id": index, "result": label_studio_result(record)}]})
+    tasks = label_studio_tasks(read_records(write_lines(root / "tasks.json", relation_lines(40, 5))))
     model = globalpointer.load(str(plain))
     return {"relations: train": plain, "relations: train --init-from": root / "init" / "best",
             "relations: train --resume": root / "init" / "last", "relations: calibrate": calibrated,
@@ -154,7 +150,14 @@ def relation_writers(tmp_path_factory):
 
 ENTITY_WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
                   "export int8", "train train.calibrate"]
-RELATION_WRITERS = [f"relations: {writer}" for writer in ENTITY_WRITERS]
+
+
+def of_relations(writers):
+    """The same writers of a relation model: their rows' names."""
+    return [f"relations: {writer}" for writer in writers]
+
+
+RELATION_WRITERS = of_relations(ENTITY_WRITERS)
 WRITERS = ENTITY_WRITERS + RELATION_WRITERS
 
 
@@ -164,7 +167,7 @@ def made_by(request, writer):
 
 
 def both(writers):
-    return writers + [f"relations: {writer}" for writer in writers]
+    return writers + of_relations(writers)
 
 
 def outcome(result):
