@@ -84,10 +84,23 @@ def near_miss(a: str, b: str) -> bool:
 
 
 def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False,
-                declared: bool = False) -> None:
-    """An entity type the model does not know would silently count as a miss forever.  ``trained``:
-    the labels are a trained model's, which no setting changes (evaluate, calibrate); ``declared``:
-    they are data.labels as the config lists them, else the training data's."""
+                declared: bool = False, relations: Sequence[str] = ()) -> None:
+    """An entity type the model does not know would silently count as a miss forever, and so would a
+    relation type of a relation model's (``relations``, its relation types; none: an entity model, whose
+    files' relations are not scored).  ``trained``: the labels are a trained model's, which no setting
+    changes (evaluate, calibrate); ``declared``: they are data.labels as the config lists them, else the
+    training data's."""
+    if relations:
+        known_relations = set(relations)
+        for record in records:
+            for relation in record.relations:
+                if relation.type not in known_relations:
+                    close = difflib.get_close_matches(relation.type, list(relations), n=1, cutoff=0.6)
+                    near = f", a near miss of {close[0]!r}: a typo there, or in the record?" if close else ""
+                    whose = "the model's" if trained else "the training data's"
+                    raise DataError(f"{record.source}: relation type {relation.type!r} is not among {whose} relation "
+                                    f"types ({', '.join(relations)}{near}); the model cannot predict it: rename or "
+                                    f"remove those relations" + ("" if trained else ", or add training texts with it"))
     known = set(labels)
     for record in records:
         for entity in record.entities:

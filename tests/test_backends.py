@@ -59,8 +59,11 @@ def test_an_int8_model_runs_where_it_was_verified_and_is_named_elsewhere():
     assert int8_kernels(CpuInfo("GenuineIntel", "Core i7", {"avx2", "avx_vnni"})) == "vnni"
     assert int8_kernels(CpuInfo("AuthenticAMD", "AMD EPYC 7B12", {"avx2", "fma"})) == "avx2"
     assert int8_kernels(CpuInfo("GenuineIntel", "Xeon", {"avx2", "avx512f", "avx512bw"})) == "avx2"  # no VNNI
-    verified = {"int8": {"onnxruntime": {"scheme": {"reduce_range": True},
-                                         "verified": {"kernels": "vnni", "f1": 70.5, "float32_f1": 70.96}}}}
+    from globalpointer.model.backends import int8_measurement
+
+    row = int8_measurement({"backend": "onnxruntime", "f1": 70.5}, {"backend": "onnxruntime", "f1": 70.96}, "vnni",
+                           "AMD EPYC", "dev.json", 1.0)  # as export --verify writes it
+    verified = {"int8": {"onnxruntime": {"scheme": {"reduce_range": True}, "verified": row}}}
     assert int8_unfit(verified, "onnxruntime", "vnni") == ""
     said = int8_unfit(verified, "onnxruntime", "avx2")
     assert said == ("model.int8.onnx was verified on a CPU with vnni integer kernels (dev F1 70.5 against float32's "

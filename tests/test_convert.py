@@ -59,3 +59,24 @@ def test_a_labelled_file_as_an_annotation_tool_imports_it_reads_back_as_itself(t
                       for result in label_studio_result(record)] for record in original]
             assert [[{k: v for k, v in result.items() if k not in ("id", "from_id", "to_id")}
                      for result in task["annotations"][0]["result"]] for task in tasks] == drawn
+
+
+def test_label_studio_tasks_come_with_their_labeling_interface(tmp_path):
+    """--label-config writes the interface the tasks need, with the file's entity and relation types, and
+    Label Studio's parser of it (the backend's) reads those types back."""
+    import os
+
+    from globalpointer.deploy.label_studio_backend.protocol import read_interface
+    from helpers import ROOT
+
+    source = os.path.join(ROOT, "data", "duie-sample", "dev.json")
+    interface = tmp_path / "interface.xml"
+    assert cli(["convert", source, str(tmp_path / "tasks.json"), "--output-format", "label-studio",
+                "--label-config", str(interface)]) == 0
+    from globalpointer.data.readers import read_records
+
+    records = read_records(source)
+    written = interface.read_text(encoding="utf-8")
+    assert sorted(read_interface(written).labels) == sorted({e.type for r in records for e in r.entities})
+    assert all(f'<Relation value="{r.type}"/>' in written for record in records for r in record.relations)
+    assert cli(["convert", source, str(tmp_path / "again.json"), "--label-config", source]) == 2  # never an input

@@ -139,3 +139,15 @@ def test_select_lines_streams_any_line_kind_and_returns_the_lines_as_read():
     assert read == 6 and twins == 0
     assert [item.line for item in chosen] == [lines[1].rstrip(b"\n"), lines[3].rstrip(b"\n")]
     assert chosen[0].certainty == certainty(Record("", [], margins=(0.1,)))
+
+
+def test_select_refuses_a_pool_that_is_not_utf8_naming_the_file_and_line(tmp_path):
+    from globalpointer.errors import DataError
+    from globalpointer.inference.selection import select_file
+
+    pool = tmp_path / "pool.txt"
+    pool.write_bytes("张三在北京 doubt 0.1\n".encode("utf-8") + "李四去了广州 doubt 0.2\n".encode("gbk"))
+    with pytest.raises(DataError, match=r"pool.txt:2: not UTF-8 at byte 0 of the line: the file must be UTF-8; "
+                                        r"convert it \(iconv -f GBK -t UTF-8"):
+        select_file(ScoredExtractor(), str(pool), str(tmp_path / "out.txt"), 1, 0.8, "text")
+    assert not (tmp_path / "out.txt").exists()

@@ -16,7 +16,7 @@ from globalpointer.errors import DataError
 from globalpointer.evaluation.relations import judge_relations, relation_report, string_triples
 from globalpointer.model import reference
 from globalpointer.data.batching import split_row
-from globalpointer.model.relation_head import PairCell, RelationHead, relation_pairs
+from globalpointer.model.relation_head import PairCell, RelationHead, pair_cells, relation_pairs
 from globalpointer.spans import Entity, Record, Relation, TokenSpan
 from helpers import ROOT, label_studio_links, label_studio_tasks, triples
 from synthetic import relation_lines, write_lines
@@ -119,6 +119,74 @@ def test_the_project_jsonl_writes_and_reads_relations_back(tmp_path):
             "relations": [{"type": "r", "head": 0, "tail": 9}]}]))
 
 
+ALICE = {"text": "Alice founded Acme.", "entities": [{"start": 0, "end": 5, "type": "PER"},
+                                                    {"start": 14, "end": 18, "type": "ORG"}]}
+
+
+def _doccano(entities, relations):
+    return {"id": 1, "text": "张三去了北京", "entities": entities, "relations": relations}
+
+
+@pytest.mark.parametrize("line, message", [
+    ({**ALICE, "relations": [{"type": "founded", "head": 0, "tail": 0}]},
+     r"jsonl:1: relation 'founded' from 'Alice' \[0, 5\) to itself: a relation links two different entities"),
+    ({"tokens": ["Alice", "left"], "entities": [[0, 1, "PER"]], "relations": [[0, 1, 0, 1, "self"]]},
+     r"relation 'self' from 'Alice' \[0, 5\) to itself"),
+    ({"text": "Alice met Alice", "triple_list": [["Alice", "met", "Alice"]]}, r"relation 'met' from 'Alice' .* to itself"),
+    ({**ALICE, "relations": [{"type": "founded@", "head": 0, "tail": 1}]},
+     r"relation type 'founded@': '@' marks a complex object's slot, as PREDICATE@SLOT"),
+    ({**ALICE, "relations": [{"type": "@in", "head": 0, "tail": 1}]}, r"relation type '@in'"),
+    ({"tokens": ["Paris", "is", "big"], "entities": [[0, 1, "LOC"], [0, 1, "ORG"], [2, 3, "X"]],
+      "relations": [[0, 1, 2, 3, "is"]]}, r"tokens \[0, 1\) are 2 entities \(LOC, ORG\): write the relation as"),
+    (_doccano([{"id": 1, "label": "PER", "start_offset": 0, "end_offset": 2},
+               {"id": 1, "label": "LOC", "start_offset": 4, "end_offset": 6}],
+              [{"id": 3, "from_id": 1, "to_id": 1, "type": "去"}]),
+     r"two entities have the id 1: '张三' \[0, 2\) and '北京' \[4, 6\); give each its own id"),
+])
+def test_every_reader_refuses_what_is_no_relation_in_one_line(tmp_path, line, message):
+    """One definition of a relation in every format: two different entities, a type with '@' only as
+    PREDICATE@SLOT, ids and token spans that name one entity each."""
+    with pytest.raises(DataError, match=message):
+        read_records(write_lines(tmp_path / "f.jsonl", [line]))
+
+
+def test_label_studio_regions_with_one_id_and_directions_not_its_own_are_refused(tmp_path):
+    def task(regions, direction="right"):
+        result = [{"id": rid, "type": "labels", "from_name": "label", "to_name": "text",
+                   "value": {"start": start, "end": end, "text": "张三去了北京"[start:end], "labels": [kind]}}
+                  for rid, start, end, kind in regions]
+        result.append({"type": "relation", "from_id": "a", "to_id": "b", "direction": direction, "labels": ["去"]})
+        return [{"id": 1, "data": {"text": "张三去了北京"}, "annotations": [{"id": 1, "result": result}]}]
+
+    path = tmp_path / "ls.json"
+    path.write_text(json.dumps(task([("a", 0, 2, "PER"), ("b", 4, 6, "LOC"), ("b", 0, 2, "PER")])), encoding="utf-8")
+    with pytest.raises(DataError, match=r"two regions have the id 'b': '北京' \[4, 6\) and '张三' \[0, 2\)"):
+        read_records(str(path))
+    path.write_text(json.dumps(task([("a", 0, 2, "PER"), ("b", 4, 6, "LOC")], "sideways")), encoding="utf-8")
+    with pytest.raises(DataError, match=r"has direction 'sideways'; Label Studio's are right, left, bi"):
+        read_records(str(path))
+    # a region labelled by two controls (one id, one span) is one region with both labels
+    path.write_text(json.dumps(task([("a", 0, 2, "PER"), ("b", 4, 6, "LOC"), ("b", 4, 6, "GPE")])), encoding="utf-8")
+    record, = read_records(str(path))
+    assert triples(record) == [("张三", "PER", "去", "北京", "GPE"), ("张三", "PER", "去", "北京", "LOC")]
+
+
+def test_two_entities_on_the_same_span_keep_their_own_relations(tmp_path):
+    line = {"tokens": ["Paris", "hosts", "Expo"], "entities": [{"type": "LOC", "start": 0, "end": 1},
+                                                              {"type": "ORG", "start": 0, "end": 1},
+                                                              {"type": "EVT", "start": 2, "end": 3}],
+            "relations": [{"type": "hosts", "head": 0, "tail": 2}, {"type": "funds", "head": 1, "tail": 2}]}
+    record, = read_records(write_lines(tmp_path / "spert.json", [line]))
+    assert triples(record) == [("Paris", "LOC", "hosts", "Expo", "EVT"), ("Paris", "ORG", "funds", "Expo", "EVT")]
+
+
+def test_a_slot_without_its_triple_counts_in_the_duie_score_instead_of_vanishing():
+    text = "张智尧在楚留香新传里"
+    head, work = Entity(0, 3, "人物"), Entity(4, 9, "作品")
+    record = Record(text, [head, work], relations=(Relation(head, "饰演@inWork", work),))
+    assert string_triples(record, record.relations) == {("张智尧", "饰演", (("inWork", "楚留香新传"),))}
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 3), st.integers(3, 9))
 def test_relation_decoding_is_the_plain_formula(seed, relations, length):
@@ -130,6 +198,36 @@ def test_relation_decoding_is_the_plain_formula(seed, relations, length):
              for r, i, j in zip(*np.nonzero(planes > 0))]
     found = sorted((r.type, r.head, r.tail) for r in relation_pairs(spans, cells, relations))
     assert found == sorted(reference.decode_relations(spans, starts, ends))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 3), st.integers(3, 7))
+def test_relation_decoding_over_every_span_is_the_plain_formula(seed, relations, length):
+    """Every cell a span (an untrained model's decoding): the join over start and end cells, not over
+    the spans, answers, and answers the same."""
+    rng = np.random.default_rng(seed)
+    spans = [TokenSpan(kind, s, e) for kind in range(2) for s in range(length) for e in range(s, length)]
+    starts, ends = rng.normal(size=(2, relations, length, length)) + 1.5
+    cells = [PairCell(part * relations + r, i, j, 0.5) for part, planes in enumerate([starts, ends])
+             for r, i, j in zip(*np.nonzero(planes > 0))]
+    found = sorted((r.type, r.head, r.tail) for r in relation_pairs(spans, cells, relations))
+    assert found == sorted(reference.decode_relations(spans, starts, ends))
+
+
+def test_pair_cells_keep_the_best_of_each_plane_and_text_within_the_bound():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 1 + 2 * 2, 8, 8)).astype("float32")  # one entity type, two relations
+    span_text = np.array([[0, 1, 1, 1, 2, 2, 2, 0], [0, 1, 1, 1, 1, 1, 0, 0]])
+    every, none_cut = pair_cells(logits, span_text, 1, -10.0)
+    bounded, cut = pair_cells(logits, span_text, 1, -10.0, limit=3)
+    assert none_cut == 0 and cut == sum(map(len, every)) - sum(map(len, bounded))
+    for row, (all_cells, kept) in enumerate(zip(every, bounded)):
+        groups = {}
+        for cell in all_cells:
+            groups.setdefault((cell.plane, span_text[row, cell.row]), []).append(cell)
+        expected = sorted(c for group in groups.values() for c in sorted(group, key=lambda c: -c.score)[:3])
+        assert sorted(kept) == expected
+    assert all(span_text[row, c.row] == span_text[row, c.column] > 0 for row, kept in enumerate(bounded) for c in kept)
 
 
 def test_pair_cells_split_by_window_as_spans_do():
@@ -167,6 +265,37 @@ def test_the_relation_loss_is_the_three_heads_mean_losses_summed():
     ends = reference.multilabel_cross_entropy(scores[:, types + relations:], labels[:, types + relations:], cells)
     assert float(value) == pytest.approx(entity + starts + ends, rel=1e-5)
     assert dropped == 0
+
+
+def test_an_entity_only_entry_teaches_its_entities_and_no_pair_plane():
+    """Beside a relation file, a file without relations declares no relation types: its rows leave the
+    pair planes' loss, which is then the relation rows' alone, and keep the entity planes'."""
+    from globalpointer.model.heads import EfficientGlobalPointer, GlobalPointer
+    from globalpointer.model.relation_head import build_relation_head
+    from globalpointer.training.checks import relation_rows
+
+    head_entity, tail_entity = Entity(0, 1, "A"), Entity(2, 3, "A")
+    records = [Record("a b", [head_entity], origin="ner.json"),
+               Record("a b", [head_entity, tail_entity], origin="re.json", relations=(Relation(head_entity, "r", tail_entity),)),
+               Record("c d", [], origin="re.json")]
+    assert relation_rows(records, ["r"]).tolist() == [0.0, 1.0, 1.0]
+    assert relation_rows([r._replace(origin="") for r in records[1:]], ["r"]) is None and relation_rows(records, []) is None
+    paddle.seed(5)
+    head = build_relation_head(GlobalPointer(8, 1, head_size=4), EfficientGlobalPointer, 8, 1, 4)
+    x = paddle.randn([2, 5, 8])
+    span_text = paddle.to_tensor([[0, 1, 1, 1, 0], [0, 1, 1, 1, 0]])
+    logits = head(x, span_text)
+    gold = paddle.to_tensor([[[0, 1, 1]], [[0, 1, 1]]])
+    pairs = paddle.to_tensor([[[-1, -1, -1], [-1, -1, -1]], [[0, 1, 3], [1, 1, 3]]])
+    masked, _ = head.loss(logits, gold, span_text, pairs=pairs, pair_planes=paddle.to_tensor([[0.0, 0.0], [1.0, 1.0]]))
+    scores, text = logits.numpy().astype("float64"), span_text.numpy() > 0
+    labels = np.zeros(scores.shape)
+    labels[:, 0, 1, 1] = 1
+    labels[1, 1, 1, 3] = labels[1, 2, 1, 3] = 1
+    entity = reference.multilabel_cross_entropy(scores[:, :1], labels[:, :1], reference.open_cells(text))
+    cells = reference.open_cells(text, tril_mask=False)
+    pair = sum(reference.multilabel_cross_entropy(scores[1:, p:p + 1], labels[1:, p:p + 1], cells[1:]) for p in (1, 2)) / 2
+    assert float(masked) == pytest.approx(entity + 2 * pair, rel=1e-5)
 
 
 @pytest.mark.parametrize("rope", [False, True])
@@ -439,3 +568,89 @@ def test_calibrate_fits_a_relation_models_two_minimum_scores_by_triples(relation
     assert "of the pair cells" in result.stdout and "strict triple F1" in result.stdout
     fitted = json.loads((best / "thresholds.json").read_text(encoding="utf-8"))
     assert fitted["kind"] == "relations" and fitted["micro_f1"]["after"] >= fitted["micro_f1"]["before"]
+
+
+def _entity_only(path, lines):
+    """``lines`` (DuIE) as the project's JSON lines with their entities and no relation."""
+    from globalpointer.data.readers import read_records
+
+    records = read_records(str(lines))
+    path.write_text("".join(json.dumps({"text": r.text, **r.dicts(relations=False)}, ensure_ascii=False) + "\n"
+                            for r in records), encoding="utf-8")
+    return str(path)
+
+
+def test_files_that_cannot_measure_a_relation_model_are_said_or_refused(relation_run, tmp_path, caplog, capsys):
+    """A relation model's evaluate on a file without relations says so in one line; calibrate on it
+    refuses and keeps the fitted thresholds; a gold relation type the model never learned is refused as
+    an unknown entity type is."""
+    from globalpointer.cli import main as cli
+
+    best = relation_run / "run" / "best"
+    no_relations = _entity_only(tmp_path / "entities.jsonl", relation_run / "dev.json")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        assert cli(["evaluate", "--model", str(best), "--data", no_relations]) == 0
+    assert "entities.jsonl: 40 texts and no relation: the relation model's triples cannot be measured on it" \
+        in caplog.text
+    fitted = (best / "thresholds.json").read_bytes()
+    capsys.readouterr()
+    assert cli(["calibrate", "--model", str(best), "--data", no_relations]) == 2
+    assert "40 texts and no relation: minimum scores fitted on it by triple F1 would fit nothing; " \
+           f"{best / 'thresholds.json'} is left as it is" in capsys.readouterr().err
+    assert (best / "thresholds.json").read_bytes() == fitted
+    unknown = [json.loads(line) for line in open(relation_run / "dev.json", encoding="utf-8")][:3]
+    unknown[2]["spo_list"][0]["predicate"] = "出生"
+    assert cli(["evaluate", "--model", str(best), "--data", write_lines(tmp_path / "typo.json", unknown)]) == 2
+    assert "typo.json:3: relation type '出生' is not among the model's relation types (出生地, 就职, a near miss of " \
+           "'出生地'" in capsys.readouterr().err
+
+
+def test_a_dev_file_without_relations_chooses_nothing_and_an_entity_file_beside_relations_trains(tmp_path, caplog):
+    from globalpointer.cli import train_main
+    from synthetic import relation_config
+
+    config = relation_config(tmp_path, train_lines=48, dev_lines=16, train__epochs=1)
+    dev = _entity_only(tmp_path / "dev-entities.jsonl", tmp_path / "dev.json")
+    extra = _entity_only(tmp_path / "more-entities.jsonl", tmp_path / "dev.json")
+    with caplog.at_level("INFO"):
+        assert train_main(["--config", config, "--set", f"data.dev={dev}", "--set",
+                           f"data.train=[{tmp_path / 'train.json'}, {extra}]"]) == 0
+    assert "dev-entities.jsonl: 16 texts and no relation: its strict triple F1 would be 0 at every evaluation; it " \
+           "chooses nothing" in caplog.text
+    assert "more-entities.jsonl: no relation in the file: its texts teach their entities, not that they hold no " \
+           "relation" in caplog.text
+
+
+def test_patience_counts_from_the_first_dev_f1_above_zero():
+    from globalpointer.training.run import Progress
+
+    progress = Progress()
+    kept = []
+    for step, f1 in enumerate([0.0, 0.0, 0.0, 0.4, 0.3, 0.5], 1):
+        progress.global_step = step
+        kept.append(progress.record_evaluation(f1))
+    # while nothing is learned the latest is kept and patience waits; from 0.4 on it counts
+    assert kept == [True, True, True, True, False, True] and progress.best_step == 6
+    progress.global_step = 7
+    assert not progress.record_evaluation(0.0) and progress.evals_since_best == 1
+
+
+@pytest.mark.parametrize("entity_f1, relations, said", [
+    (0.52, ["r"], "the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 52.00) "
+                  "but none of its triples"),
+    (0.0, ["r"], "found none of the dev file's triples or entities. Likely causes: an encoder for another language"),
+    (0.0, [], "found none of the dev file's entities. Likely causes: an encoder for another language")])
+def test_the_zero_f1_warning_blames_the_encoder_only_when_the_entities_are_missed_too(tmp_path, caplog, entity_f1,
+                                                                                      relations, said):
+    from types import SimpleNamespace
+
+    from globalpointer.config import load_config
+    from globalpointer.training.loop import warn_nothing_learned
+
+    (tmp_path / "dev_report.json").write_text(json.dumps({"micro": {"f1": entity_f1}}), encoding="utf-8")
+    state = SimpleNamespace(config=load_config(), run=SimpleNamespace(path=str(tmp_path)), relations=relations,
+                            windows=[0] * 24, progress=SimpleNamespace(global_step=6))
+    with caplog.at_level("WARNING"):
+        warn_nothing_learned(state)
+    assert said in caplog.text
+    assert ("encoder for another language" in caplog.text) == (entity_f1 == 0)

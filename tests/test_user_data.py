@@ -139,6 +139,16 @@ def test_a_file_without_blank_lines_is_said(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="globalpointer"):
         assert len(read_records(str(path))) == 1
     assert "t.txt: no blank line in the file: its 210 tokens are read as one text" in caplog.text
+    caplog.clear()  # 290 characters without a sentence end: longer than any sentence of a character file
+    path.write_text("".join(f"{c}\tO\n" for c in "在北京" * 96 + "在京"), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        assert len(read_records(str(path))) == 1
+    assert "t.txt: no blank line in the file: its 290 tokens are read as one text" in caplog.text
+    caplog.clear()  # 130 words without a full stop: longer than any CoNLL-2003 sentence
+    path.write_text("".join(f"word{i} O\n" for i in range(130)), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="globalpointer"):
+        assert len(read_records(str(path), format="conll")) == 1
+    assert "t.txt: no blank line in the file: its 130 tokens are read as one text" in caplog.text
     caplog.clear()  # one sentence of a file: nothing to say
     path.write_text("".join(f"{c}\tO\n" for c in "我们在北京。"), encoding="utf-8")
     with caplog.at_level("WARNING", logger="globalpointer"):

@@ -22,10 +22,20 @@ def run(argv, prog) -> int:
     parser.add_argument("--output-format", choices=list(OUTPUT_FORMATS), default="jsonl",
                         help="label-studio: tasks whose annotation is the record's labelling (a JSON array); "
                              "doccano: its import lines (a relation project's where the records have relations)")
+    parser.add_argument("--label-config", metavar="FILE",
+                        help="also write the Label Studio labeling interface for the file's entity (and relation) "
+                             "types here: paste it into the project's Labeling Interface before importing the tasks")
     args = parser.parse_args(argv)
+    from ..files import check_output_files
+    from ..inference.label_studio import offer_labeling_config
+
+    check_output_files({"output": args.output, "--label-config": args.label_config}, [args.input])
     tool = {} if args.output_format == "jsonl" else \
         {"write": lambda chosen, path: write_records(chosen, path, args.output_format)}
     records = convert_file(args.input, args.output, args.format, args.skip, args.take, **tool)
+    offer_labeling_config(sorted({e.type for r in records for e in r.entities}), args.label_config,
+                          args.output_format == "label-studio",
+                          sorted({relation.type for r in records for relation in r.relations}))
     relations = sum(len(r.relations) for r in records)
     overlapping = sum(bool(overlapping_spans([e.key for e in r.entities])) for r in records)
     if args.output_format == "doccano" and overlapping:

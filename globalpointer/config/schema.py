@@ -191,6 +191,14 @@ class InferenceConfig:
     tensorrt: bool = _opt(False, "exports on a GPU with paddle-inference: run subgraphs with TensorRT")
     batch_size: int = _opt(64, "rows per forward pass in dev evaluation, evaluation and prediction (a row: one "
                                "window, or several short ones side by side)", bounds=POSITIVE)
+    max_entities_per_type: int = _opt(64, "the entities of one type a window gives at most, the best scored (0: no "
+                                          "bound): an under-trained model scores half of a window's spans above 0.5, "
+                                          "and a relation model pairs them all; the public sets' texts hold at most 20 "
+                                          "of a type (CoNLL04)", bounds=NON_NEGATIVE)
+    max_pairs_per_relation: int = _opt(64, "a relation model: the head-start and the head-end cells of one relation "
+                                           "type a window gives at most, each, the best scored (0: no bound); the "
+                                           "public sets' texts hold at most 15 triples of a type (DuIE)",
+                                       bounds=NON_NEGATIVE)
     compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
                                         "this many input lines, a Paddle Inference program is compiled from the "
                                         "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "

@@ -120,12 +120,14 @@ def collate_rows(rows: Sequence[Sequence[Window]], pad_id: int) -> Dict[str, np.
 
 
 def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray] = None,
-            num_relations: int = 0) -> Dict[str, np.ndarray]:
+            num_relations: int = 0, relation_rows: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
     """One window per row (``collate_rows``), and ``gold`` [B, G, 3] (type, start, end) padded with
     -1: heads build their own targets from it.  ``planes`` (``sources.annotated_planes``, a row per
     record): ``annotated`` [B, types], the types each row's record annotates.  With ``num_relations``
     (a relation model, R types): ``pairs`` [B, P, 3] the gold cells of the pair planes (plane, row,
-    column), relation r from h to t at (r, h.start, t.start) and (R + r, h.end, t.end)."""
+    column), relation r from h to t at (r, h.start, t.start) and (R + r, h.end, t.end); and with
+    ``relation_rows`` (1 per record whose file annotates relations, 0 per one whose file has none),
+    ``pair_annotated`` [B, 2R], as ``annotated`` is for the entity planes."""
     batch = collate_rows([[window] for window in windows], pad_id)
     if planes is not None:
         batch["annotated"] = planes[[window.record_index for window in windows]]
@@ -142,6 +144,9 @@ def collate(windows: Sequence[Window], pad_id: int, planes: Optional[np.ndarray]
             if found:
                 pairs[i, :len(found)] = found
         batch["pairs"] = pairs
+        if relation_rows is not None:
+            rows = relation_rows[[window.record_index for window in windows]]
+            batch["pair_annotated"] = np.repeat(rows[:, None], 2 * num_relations, axis=1).astype("float32")
     return {**batch, "gold": gold}
 
 

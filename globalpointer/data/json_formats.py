@@ -14,7 +14,7 @@ from ..errors import DataError, json_failure
 from ..files import parse_json
 from ..spans import Entity, Record, Relation
 from .reading import ErrorPolicy, check_characters, lines
-from .relation_formats import parse_duie, parse_tokens, parse_triples, relations_from_indices, report_mentions
+from .relation_formats import check_relations, parse_duie, parse_tokens, parse_triples, relations_from_indices, report_mentions
 
 
 def iter_json_objects(path: str, text: str, on_error: ErrorPolicy) -> Iterator[Tuple[int, dict]]:
@@ -270,10 +270,30 @@ def parse_doccano(obj, where: str) -> Record:
     relations = obj.get("relations") or []
     if not isinstance(relations, list):
         raise DataError(f"{where}: \"relations\" must be a list, got {relations!r:.80}")
-    by_id = {item["id"]: found for item, found in zip(items, spans) if isinstance(item, dict) and "id" in item}
+    by_id: Dict[object, List[Entity]] = {}
+    for item, found in zip(items, spans):
+        if isinstance(item, dict) and "id" in item:
+            _add_region(by_id, item["id"], found, text, where, "entities")
     linked = [Relation(head, relation.get("type"), tail) for relation in relations
               for head, tail in _linked(relation, by_id, where, "type")]
     return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(linked))))
+
+
+def _add_region(by_id: dict, region_id, found: List[Entity], text: str, where: str, what: str) -> None:
+    """``found`` (a region's entities) under its id; a second region of another span under the same id is
+    an error naming both (a relation naming the id would go to whichever came last)."""
+    if region_id in by_id:
+        first = by_id[region_id][0]
+        if (first.start, first.end) != (found[0].start, found[0].end):
+            raise DataError(f"{where}: two {what} have the id {region_id!r:.40}: {text[first.start:first.end]!r:.40} "
+                            f"[{first.start}, {first.end}) and {text[found[0].start:found[0].end]!r:.40} "
+                            f"[{found[0].start}, {found[0].end}); give each its own id")
+        by_id[region_id] = by_id[region_id] + found
+    else:
+        by_id[region_id] = found
+
+
+LABEL_STUDIO_DIRECTIONS = {"right": (False,), "left": (True,), "bi": (False, True)}  # reversed? per relation
 
 
 def _linked(relation, by_id: dict, where: str, kind: str, reverse: bool = False):
@@ -324,13 +344,16 @@ def parse_label_studio(obj, where: str) -> Record:
             found = _labelled_region(text, result["value"], where)
             entities.extend(found)
             if "id" in result:
-                by_id[result["id"]] = found
+                _add_region(by_id, result["id"], found, text, where, "regions")
     for result in chosen.get("result") or []:
         if isinstance(result, dict) and result.get("type") == "relation":
             labels = result.get("labels") or [None]
             direction = result.get("direction", "right")
+            if direction not in LABEL_STUDIO_DIRECTIONS:
+                raise DataError(f"{where}: the relation from {result.get('from_id')!r:.40} to {result.get('to_id')!r:.40} "
+                                f"has direction {direction!r:.40}; Label Studio's are {', '.join(LABEL_STUDIO_DIRECTIONS)}")
             for label in labels:  # one relation per label, in its direction ("bi": both)
-                for reverse in {"right": (False,), "left": (True,), "bi": (False, True)}.get(direction, (False,)):
+                for reverse in LABEL_STUDIO_DIRECTIONS[direction]:
                     relations += [Relation(head, label, tail) for head, tail in
                                   _linked({**result, "label": label}, by_id, where, "label", reverse)]
     return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(relations))))
@@ -370,9 +393,12 @@ JSON_FORMATS: Dict[str, JsonFormat] = {
 
 
 def parse_record(obj, fmt: str, where: str) -> Record:
-    """One JSON object of a file in format ``fmt``, its keys checked first."""
+    """One JSON object of a file in format ``fmt``, its keys checked first, its relations after
+    (``check_relations``: what a relation is, one definition for every format)."""
     check_entity_keys(obj, fmt, where)
-    return JSON_FORMATS[fmt].parse(obj, where)
+    record = JSON_FORMATS[fmt].parse(obj, where)
+    check_relations(record, where)
+    return record
 
 
 def record_format(obj) -> Optional[str]:

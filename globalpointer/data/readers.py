@@ -13,7 +13,7 @@ from ..files import atomic_write_text
 from ..spans import Record
 from .json_formats import JSON_FORMATS, LeftOut, is_json_file, iter_json_objects, json_format, parse_record
 from .reading import ZIP_MAGIC, ErrorPolicy, read_text
-from .tagged import (ONE_TEXT_SENTENCE_ENDS, ONE_TEXT_WARNING, SENTENCE_ENDS, TAGGED_JOINERS, iter_tagged_sentences,
+from .tagged import (ONE_TEXT_SENTENCE_ENDS, ONE_TEXT_TOKENS, SENTENCE_ENDS, TAGGED_JOINERS, iter_tagged_sentences,
                      tagged_format, tagged_sentence_record)
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,8 @@ def records_of_text(path: str, text: str, format: str, on_error: str, limit: int
             add(sentence.where[0] if sentence.where else path, lambda: tagged_sentence_record(sentence, fmt, policy))
             if limit and len(records) >= limit:
                 break
-        if final and sentences == 1 and (first_tokens > ONE_TEXT_WARNING or first_ends >= ONE_TEXT_SENTENCE_ENDS):
+        if final and sentences == 1 and (first_tokens > ONE_TEXT_TOKENS[TAGGED_JOINERS[fmt]]
+                                         or first_ends >= ONE_TEXT_SENTENCE_ENDS):
             log.warning("%s: no blank line in the file: its %s tokens are read as one text; a tagged file's "
                         "sentences end at a blank line (or a line of spaces and tabs): put one after each sentence",
                         path, f"{first_tokens:,}")

@@ -38,6 +38,23 @@ def split_slot(relation_type: str) -> Tuple[str, str]:
     return (predicate, slot) if mark and slot else (relation_type, VALUE_SLOT)
 
 
+def check_relations(record: Record, where: str) -> None:
+    """What a relation is, in every format: a non-empty type, with ``@`` only as PREDICATE@SLOT (a complex
+    object's slot, which the DuIE score joins to its triple), between two different entities (the decoder
+    links two spans, never a span to itself)."""
+    for relation in record.relations:
+        kind = relation.type
+        predicate, mark, slot = kind.partition(SLOT_MARK)
+        if mark and (not predicate.strip() or not slot.strip() or SLOT_MARK in slot):
+            raise DataError(f"{where}: relation type {_quote(kind)}: '@' marks a complex object's slot, as "
+                            f"PREDICATE@SLOT with one '@' between two names; rename the type")
+        if relation.head.key == relation.tail.key:
+            head = relation.head
+            raise DataError(f"{where}: relation {kind!r:.40} from {record.text[head.start:head.end]!r:.40} "
+                            f"[{head.start}, {head.end}) to itself: a relation links two different entities "
+                            f"(the model never predicts one to itself); remove it")
+
+
 def _mention(text: str, mention, kind: str, where: str) -> Entity:
     """The first occurrence of ``mention`` in ``text``, as an entity of type ``kind``."""
     if not isinstance(mention, str) or not mention.strip():
@@ -139,7 +156,9 @@ def parse_tokens(obj, where: str) -> Record:
     if not isinstance(items, list):
         raise DataError(f"{where}: \"entities\" must be a list, got {_quote(items)}")
     entities = [_token_entity(item, offsets, f"{where}: entity {i}") for i, item in enumerate(items)]
-    by_tokens = {(e.start, e.end): e for e in entities}
+    by_tokens: Dict[Tuple[int, int], List[Entity]] = {}
+    for entity in entities:
+        by_tokens.setdefault((entity.start, entity.end), []).append(entity)
     relations = []
     listed = obj.get("relations") or []
     if not isinstance(listed, list):
@@ -152,9 +171,13 @@ def parse_tokens(obj, where: str) -> Record:
             ends = []
             for start, end in (item[0:2], item[2:4]):
                 entity = _token_entity([start, end, "?"], offsets, at)
-                if (entity.start, entity.end) not in by_tokens:
-                    raise DataError(f"{at}: tokens [{start}, {end}) are none of the record's entities")
-                ends.append(by_tokens[entity.start, entity.end])
+                same = by_tokens.get((entity.start, entity.end), [])
+                if len(same) != 1:
+                    raise DataError(f"{at}: tokens [{start}, {end}) are " + (
+                        "none of the record's entities" if not same else
+                        f"{len(same)} entities ({', '.join(e.type for e in same)}): write the relation as "
+                        f"{{\"type\", \"head\", \"tail\"}} with the entities' indices"))
+                ends.append(same[0])
             relations.append(Relation(ends[0], _relation_type(item[4], at), ends[1]))
         else:
             raise DataError(f"{at} is {{\"type\", \"head\", \"tail\"}} or [head_start, head_end, tail_start, "
@@ -210,8 +233,8 @@ def report_mentions(path: str, records: Sequence[Record]) -> None:
     repeated = [(text, e) for text, e in mentions if text.count(text[e.start:e.end]) > 1]
     if repeated:
         text, e = repeated[0]
-        log.info("%s: %d of %d mentions occur more than once in their text (e.g. %r); the first occurrence was "
-                 "taken, as the format gives no offsets", path, len(repeated), len(mentions), text[e.start:e.end])
+        log.warning("%s: %d of %d mentions occur more than once in their text (e.g. %r); the first occurrence was "
+                    "taken, as the format gives no offsets", path, len(repeated), len(mentions), text[e.start:e.end])
     slots = sum(SLOT_MARK in r.type for record in records for r in record.relations)
     if slots:
         log.info("%s: %d extra slots of complex objects read as relations PREDICATE@SLOT (evaluation joins them "

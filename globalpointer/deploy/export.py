@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..cpu_math import int8_kernels, read_cpu_info
 from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains, directory_being_written,
                      replaceable, swap_in_directory, termination_deferred)
-from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, model_files, openvino_available
+from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, int8_measurement, model_files, openvino_available
 from ..model_directory.layout import (COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX, ONNX_INT8,
                                       OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, read_export_info)
 from ..model.network import INPUTS
@@ -189,15 +189,14 @@ def verified_int8(directory: str, data_path: str, tolerance: float) -> dict:
     A row holds float32's row, the CPU's integer kernels (``cpu_math.int8_kernels``, which
     ``globalpointer.load`` compares with the CPU it runs on) and the file and tolerance."""
     rows = verify_int8(directory, data_path)
-    where = {"float32": rows[0], "kernels": int8_kernels(), "cpu": read_cpu_info().model,
-             "data": os.path.abspath(data_path), "tolerance": tolerance}
     verdicts = {}
     for row in rows[1:]:
         kept = row["f1"] >= rows[0]["f1"] - tolerance
         if not kept:
             for name in model_files(row["backend"], "int8"):
                 os.remove(os.path.join(directory, name))
-        verdicts[row["backend"]] = {"verified" if kept else "refused": {**row, **where}}
+        verdicts[row["backend"]] = {"verified" if kept else "refused": int8_measurement(
+            row, rows[0], int8_kernels(), read_cpu_info().model, os.path.abspath(data_path), tolerance)}
     return verdicts
 
 

@@ -22,7 +22,8 @@ from typing import Dict, List, Optional, Sequence
 
 from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity, Record, kept_relations
-from .evaluate import labelled_records, scored_predictions
+from ..errors import DataError
+from .evaluate import labelled_records, scored_predictions, unmeasured
 from .metrics import span_report
 from .relations import relation_report
 
@@ -170,7 +171,14 @@ def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
     config, labels = ner.config, ner.labels
     path = os.path.join(ner.directory, THRESHOLDS)
     check_output_file(path, "--model", [data_path])
-    records = labelled_records(data_path, config.data.reading, labels)
+    relations = getattr(ner.extractor, "relations", ())
+    records = labelled_records(data_path, config.data.reading, labels, relations=relations)
+    lacking = unmeasured(records, relations)
+    if lacking:
+        fitted = "minimum scores fitted on it by triple F1" if relations else "minimum scores fitted on it"
+        raise DataError(f"{data_path}: {len(records)} texts and {lacking}: {fitted} would fit nothing; {path} is "
+                        f"left as it is. Calibrate on a labelled file with "
+                        f"{'relations' if lacking == 'no relation' else 'entities'} (the dev file)")
     report = {"data": data_path, **fit_thresholds(ner.extractor, records, labels,
                                                    score_logit(config.model.min_score), kind)}
     write_thresholds(ner.directory, report, config.model.min_score)

@@ -7,7 +7,7 @@ import time
 from typing import List, Optional, Sequence
 
 from ..corpus import check_types, load_sources
-from ..data.sources import Sources
+from ..data.sources import Sources, sources_name
 from ..files import atomic_write_json, atomic_write_text
 from ..spans import Entity, Record
 from .metrics import error_summary, span_report
@@ -31,13 +31,24 @@ class Evaluation:
 
 
 def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True,
-                     declared: bool = False) -> List[Record]:
+                     declared: bool = False, relations: Sequence[str] = ()) -> List[Record]:
     """The records of ``path`` (a file, or data entries), read as a model's config reads files
     (``DataConfig.reading``); a type the model does not know is an error naming it (``trained``: of a
-    trained model, else of a run: ``declared`` in data.labels, or its training data's)."""
+    trained model, else of a run: ``declared`` in data.labels, or its training data's), and so is a
+    relation type a relation model does not know (``relations``: its relation types)."""
     records = load_sources(path, reading)
-    check_types(records, labels, trained, declared)
+    check_types(records, labels, trained, declared, relations)
     return records
+
+
+def unmeasured(records: Sequence[Record], relations: Sequence[str] = ()) -> str:
+    """What labelled ``records`` lack to measure a model (``relations``: a relation model's types), as
+    "no entity" or "no relation"; "" when they can measure it."""
+    if not any(record.entities for record in records):
+        return "no entity"
+    if relations and not any(record.relations for record in records):
+        return "no relation"
+    return ""
 
 
 def scored_predictions(records: Sequence[Record], predicted: Sequence[List[Entity]]) -> List[List[Entity]]:
@@ -78,8 +89,18 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
 
 
 def evaluate_file(ner, path: Sources) -> Evaluation:
-    """The model of ``ner`` (a ``globalpointer.load`` pipeline) on the labelled file (or entries) ``path``."""
-    return evaluate_records(ner.extractor, labelled_records(path, ner.config.data.reading, ner.labels), ner.labels)
+    """The model of ``ner`` (a ``globalpointer.load`` pipeline) on the labelled file (or entries) ``path``;
+    a file that cannot measure it (``unmeasured``) is said in one line."""
+    relations = ner.extractor.relations
+    records = labelled_records(path, ner.config.data.reading, ner.labels, relations=relations)
+    lacking = unmeasured(records, relations)
+    if lacking == "no relation":
+        log.warning("%s: %d texts and no relation: the relation model's triples cannot be measured on it (0 of 0); "
+                    "its entity scores can", sources_name(path, "--data"), len(records))
+    elif lacking:
+        log.warning("%s: %d texts and no entity: every score is 0 of 0; evaluate on a labelled file",
+                    sources_name(path, "--data"), len(records))
+    return evaluate_records(ner.extractor, records, ner.labels)
 
 
 def predictions_path(report_path: str) -> str:

@@ -22,13 +22,17 @@ def string_triples(record: Record, relations: Sequence[Relation]) -> set:
         if slot != VALUE_SLOT:
             slots.setdefault((text[relation.head.start:relation.head.end], predicate), set()).add(
                 (slot, text[relation.tail.start:relation.tail.end]))
-    found = set()
+    found, joined = set(), set()
     for relation in relations:
         predicate, slot = split_slot(relation.type)
         if slot == VALUE_SLOT:
             head = text[relation.head.start:relation.head.end]
             extra = tuple(sorted(slots.get((head, predicate), ())))
             found.add((head, predicate, ((VALUE_SLOT, text[relation.tail.start:relation.tail.end]),) + extra))
+            joined.add((head, predicate))
+    # slots whose head has no PREDICATE triple count as one unit of their own, not as nothing
+    found.update((head, predicate, tuple(sorted(extra))) for (head, predicate), extra in slots.items()
+                 if (head, predicate) not in joined)
     return found
 
 

@@ -1,5 +1,6 @@
 """Texts -> entities (and a relation model's relations) with a trained model: tokenize, window, batch,
 score, decode, merge."""
+import logging
 import math
 from typing import Callable, Dict, FrozenSet, Generator, Iterable, List, Optional, Sequence
 
@@ -8,11 +9,13 @@ import paddle
 
 from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, whole_word_spans, window_entities
-from ..model.decode import Threshold, score_logit, select_flat, sigmoid, threshold_array
+from ..model.decode import Threshold, best_in_groups, score_logit, select_flat, sigmoid, threshold_array
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
 from ..spans import CLS_POSITIONS, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 from .doubt import NEAR
+
+log = logging.getLogger("globalpointer")
 
 
 class Extractor:
@@ -20,7 +23,8 @@ class Extractor:
 
     def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
                  threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False,
-                 whole_words: bool = False, relations: Sequence[str] = (), pair_threshold: float = 0.0):
+                 whole_words: bool = False, relations: Sequence[str] = (), pair_threshold: float = 0.0,
+                 max_entities: int = 0, max_pairs: int = 0):
         """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
         maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
@@ -28,7 +32,9 @@ class Extractor:
         ``batching.PACKED_ROW_TOKENS`` (so no row costs more than in a batch without sharing), where the model can read several texts in a row
         (its ``packs_texts``); otherwise a row per window.  ``whole_words``: no span starts or ends inside
         a word (a model trained on a file read as words, tokenized in subword pieces).  ``relations``: a
-        relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit)."""
+        relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit).
+        ``max_entities``: the spans of one type a window gives at most, the best (0: no bound);
+        ``max_pairs``: a relation model's cells of one pair plane in a window at most (``pair_cells``)."""
         self.model = model
         self.featurizer = featurizer
         self.labels = list(labels)
@@ -39,6 +45,7 @@ class Extractor:
         self.continuations = featurizer.continuations if whole_words else frozenset()
         self.relations = list(relations)
         self.pair_threshold = pair_threshold
+        self.max_entities, self.max_pairs = max_entities, max_pairs
 
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
@@ -47,12 +54,15 @@ class Extractor:
         """The extractor a run's config and its training record (``model_directory.opening.TrainedFor``) describe:
         its labels and decoding, ``model.min_score`` (unless ``threshold``), ``inference.batch_size``
         (unless ``batch_size``); short windows side by side where the model can read them so; whole words
-        for a model trained on words; a relation model's pair cells from ``model.min_score`` (unless ``pair_threshold``, a logit)."""
+        for a model trained on words; a relation model's pair cells from ``model.min_score`` (unless ``pair_threshold``, a logit);
+        the bounds of ``inference.max_entities_per_type`` and ``inference.max_pairs_per_relation``."""
         return cls(model, featurizer, trained_for.labels, trained_for.decoding(config.model.decode),
                    score_logit(config.model.min_score) if threshold is None else threshold,
                    batch_size or config.inference.batch_size, pack_texts=True,
                    whole_words=bool(trained_for.words), relations=trained_for.relations,
-                   pair_threshold=score_logit(config.model.min_score) if pair_threshold is None else pair_threshold)
+                   pair_threshold=score_logit(config.model.min_score) if pair_threshold is None else pair_threshold,
+                   max_entities=config.inference.max_entities_per_type,
+                   max_pairs=config.inference.max_pairs_per_relation)
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))
@@ -85,6 +95,7 @@ class Extractor:
         near = _Limits(self.labels, limits, self.pair_threshold) if margins else None
         below = NEAR if margins else 0.0  # the cells decoded: those above the threshold, or near it too
         batches = self.passes(windows, batch_size)
+        cut = _Cut()
         for done, members in enumerate(batches, 1):
             with paddle.no_grad():
                 inputs = self.pass_inputs(windows, members)
@@ -92,16 +103,19 @@ class Extractor:
                     inputs = model_inputs(inputs)
                 outputs = self.model(**inputs)
                 decoded = self.model.decode(outputs, inputs["span_text"], limits - below if margins else self.threshold)
-                cells = pair_cells(outputs, inputs["span_text"], len(self.labels), self.pair_threshold - below) \
-                    if self.relations else [[] for _ in members]
+                cells, pairs_cut = pair_cells(outputs, inputs["span_text"], len(self.labels), self.pair_threshold - below,
+                                              self.max_pairs) if self.relations else ([[] for _ in members], 0)
+                cut.pair_cells += pairs_cut
                 for row, spans, row_cells in zip(members, decoded, cells):
                     row_lengths = [lengths[i] for i in row]
                     for i, own, own_cells in zip(row, split_row(spans, row_lengths),
                                                  split_row(row_cells, row_lengths, ("row", "column"))):
+                        own = cut.entities_of(own, self.max_entities)
                         self._read_window(windows[i], own, own_cells, found[windows[i].record_index], near)
             yield len(batches) - done
         if was_training:
             self.model.train()
+        cut.say(self.max_entities, self.max_pairs)
         return [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
 
     def _read_window(self, window: Window, spans: Sequence[TokenSpan], cells: Sequence, found: "_Found",
@@ -128,6 +142,30 @@ class Extractor:
     def pass_inputs(self, windows: Sequence[Window], rows: List[List[int]]) -> Dict[str, np.ndarray]:
         """What the model reads in one pass (``collate_rows``), as numpy arrays."""
         return collate_rows([[windows[i] for i in row] for row in rows], self.featurizer.pad_id)
+
+
+class _Cut:
+    """What the bounds of one call left out (``Extractor``'s ``max_entities`` and ``max_pairs``), said in one
+    warning at its end."""
+
+    def __init__(self):
+        self.spans, self.windows, self.pair_cells = 0, 0, 0
+
+    def entities_of(self, spans: Sequence[TokenSpan], limit: int) -> Sequence[TokenSpan]:
+        """A window's spans, at most ``limit`` of each type (the best)."""
+        kept = best_in_groups([span.type for span in spans], [span.score for span in spans], limit)
+        if kept.all():
+            return spans
+        self.spans += int(len(kept) - kept.sum())
+        self.windows += 1
+        return [span for span, keep in zip(spans, kept) if keep]
+
+    def say(self, max_entities: int, max_pairs: int) -> None:
+        if self.spans or self.pair_cells:
+            log.warning("decoding bounded: %d span(s) in %d window(s) beyond inference.max_entities_per_type (%d) and "
+                        "%d pair cell(s) beyond inference.max_pairs_per_relation (%d) left out, the best kept: a model "
+                        "early in training, or a minimum score too low, scores far more cells than a text holds",
+                        self.spans, self.windows, max_entities, self.pair_cells, max_pairs)
 
 
 class _Limits:

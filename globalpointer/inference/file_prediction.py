@@ -62,6 +62,9 @@ OUTPUT_FORMATS: Dict[str, OutputFormat] = {
     "doccano": OutputFormat(doccano_line, doccano_line)}  # an import line holds no scores: one shape for both
 
 
+NOT_UTF8 = "not UTF-8"  # how an input line's error starts when its bytes are in another encoding
+
+
 class ParsedLine(NamedTuple):
     payload: dict  # what the output line starts from
     text: Optional[str]  # None when the line could not be read
@@ -74,7 +77,7 @@ def parse_line(raw: bytes, input_format: str) -> ParsedLine:
         decoded = line.decode("utf-8")
     except UnicodeDecodeError as error:
         text = line.decode("utf-8", errors="replace")
-        return ParsedLine({"text": text, "entities": [], "error": f"not UTF-8 at byte {error.start} of the line"}, None)
+        return ParsedLine({"text": text, "entities": [], "error": f"{NOT_UTF8} at byte {error.start} of the line"}, None)
     if input_format == "text":
         return ParsedLine({"text": decoded}, decoded)
     if not decoded.strip():

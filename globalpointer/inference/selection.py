@@ -14,9 +14,10 @@ from typing import Dict, Iterable, List, NamedTuple, Tuple
 
 from datasketch import MinHash, MinHashLSH
 
+from ..errors import DataError
 from ..files import atomic_output
 from .doubt import certainty
-from .file_prediction import parsed_chunks
+from .file_prediction import NOT_UTF8, parsed_chunks
 
 log = logging.getLogger("globalpointer")
 
@@ -85,11 +86,17 @@ class Selection:
 
 
 def select_lines(extractor, source: Iterable[bytes], count: int, max_similarity: float, input_format: str = "auto",
-                 lines_per_chunk: int = 512) -> Tuple[List[Chosen], int, int]:
-    """(the chosen lines, least certain first; lines read; near-identical texts left out)."""
+                 lines_per_chunk: int = 512, name: str = "--input") -> Tuple[List[Chosen], int, int]:
+    """(the chosen lines, least certain first; lines read; near-identical texts left out).  A line that
+    is not UTF-8 is an error naming ``name`` and the line: a file in another encoding would otherwise
+    offer no text at all."""
     selection = Selection(count, max_similarity)
     lines = 0
     for chunk, parsed in parsed_chunks(source, input_format, lines_per_chunk):
+        for i, line in enumerate(parsed):
+            if line.text is None and line.payload.get("error", "").startswith(NOT_UTF8):
+                raise DataError(f"{name}:{lines + i + 1}: {line.payload['error']}: the file must be UTF-8; convert it "
+                                f"(iconv -f GBK -t UTF-8, or from the encoding it is in)")
         readable = [i for i, p in enumerate(parsed) if p.text and p.text.strip()]
         records = extractor.records([parsed[i].text for i in readable], margins=True)
         for i, record in zip(readable, records):
@@ -103,7 +110,8 @@ def select_file(extractor, input_path: str, output_path: str, count: int, max_si
                 input_format: str = "auto", lines_per_chunk: int = 512) -> List[Chosen]:
     """``select_lines`` of ``input_path`` written to ``output_path`` (atomically), a line each as read."""
     with open(input_path, "rb") as source:
-        chosen, lines, twins = select_lines(extractor, source, count, max_similarity, input_format, lines_per_chunk)
+        chosen, lines, twins = select_lines(extractor, source, count, max_similarity, input_format, lines_per_chunk,
+                                            input_path)
     with atomic_output(output_path, binary=True) as out:
         for item in chosen:
             out.write(item.line + b"\n")

@@ -314,6 +314,14 @@ def int8_backends(directory: str) -> List[str]:
 INT8_RECORD = "int8"
 
 
+def int8_measurement(row: dict, float32: dict, kernels: str, cpu: str, data: str, tolerance: float) -> dict:
+    """One INT8 model's row of ``export --verify`` as export.json records it (under INT8_RECORD, the
+    backend, then "verified" or "refused"): its F1 beside float32's row, the CPU's integer kernels
+    (``cpu_math.int8_kernels``) and model, the file and tolerance; what ``int8_unfit`` and
+    ``export.verification`` read."""
+    return {**row, "float32": float32, "kernels": kernels, "cpu": cpu, "data": data, "tolerance": tolerance}
+
+
 def int8_unfit(export_info: dict, backend: str, kernels: str) -> str:
     """Why the INT8 model ``backend`` runs from an export (its ``export_info``) is not known to keep its
     F1 on a CPU with ``kernels`` (``cpu_math.int8_kernels``); "" when it is, or was never verified (a
@@ -326,8 +334,9 @@ def int8_unfit(export_info: dict, backend: str, kernels: str) -> str:
     if isinstance(verified, dict):
         if verified.get("kernels") == kernels:
             return ""
+        float32 = verified.get("float32") if isinstance(verified.get("float32"), dict) else {}
         return (f"{name} was verified on a CPU with {verified.get('kernels')} integer kernels (dev F1 "
-                f"{verified.get('f1')} against float32's {verified.get('float32_f1')}), and this one has {kernels}")
+                f"{verified.get('f1')} against float32's {float32.get('f1')}), and this one has {kernels}")
     if "scheme" not in record and kernels != "vnni":
         return (f"{name} was made by an earlier version, whose int8 weights saturate on a CPU without VNNI such as "
                 f"this one ({kernels}: a model lost 47 F1 points so); export it again")

@@ -27,6 +27,21 @@ def score_logit(min_score: float) -> float:
     return math.log(min_score) - math.log1p(-min_score)
 
 
+def best_in_groups(groups: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
+    """``[K]`` bool: within each group of cells (equal ``groups`` values), the ``limit`` with the highest
+    ``scores`` (ties: the first listed); every cell where ``limit`` is 0 or a group holds no more."""
+    groups, scores = np.asarray(groups), np.asarray(scores)
+    keep = np.ones(len(scores), dtype=bool)
+    if not limit or len(scores) <= limit:
+        return keep
+    order = np.lexsort((-scores, groups))
+    ordered = groups[order]
+    firsts = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]
+    rank = np.arange(len(order)) - np.repeat(firsts, np.diff(np.r_[firsts, len(order)]))
+    keep[order[rank >= limit]] = False
+    return keep
+
+
 def spans_from_hits(hits: np.ndarray, hit_logits: np.ndarray, batch_size: int) -> List[List[TokenSpan]]:
     """``hits`` ``[K, 4]`` rows (batch, type, start, end) of the cells above the threshold."""
     scores = sigmoid(np.asarray(hit_logits, dtype=np.float64))

@@ -16,14 +16,14 @@ The loss is the entity head's on its planes plus the pair planes' mean loss time
 three heads' mean losses (the published GPLinker sums each head's loss over its types instead).  The
 plain formula of the decoding: ``reference.decode_relations``.
 """
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import paddle
 from paddle import nn
 
 from ..spans import TokenSpan
-from .decode import Threshold, sigmoid
+from .decode import Threshold, best_in_groups, sigmoid
 from .loss import count_masked_gold, sparse_span_loss
 from .masks import span_mask, span_mask_bias
 
@@ -69,15 +69,17 @@ class RelationHead(nn.Layer):
 
     def loss(self, logits: paddle.Tensor, gold: paddle.Tensor, span_text: paddle.Tensor,
              planes: Optional[paddle.Tensor] = None, soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None,
-             pairs: Optional[paddle.Tensor] = None) -> Tuple[paddle.Tensor, int]:
+             pairs: Optional[paddle.Tensor] = None,
+             pair_planes: Optional[paddle.Tensor] = None) -> Tuple[paddle.Tensor, int]:
         """The entity head's loss on the entity planes (``gold``, ``planes``, ``soft`` as for an entity
         head) plus twice the mean loss of the pair planes (``loss_weights``), whose gold cells are
-        ``pairs`` ``[batch, P, 3]`` rows (plane, row, column) padded with -1 (none: no relation in the batch)."""
+        ``pairs`` ``[batch, P, 3]`` rows (plane, row, column) padded with -1 (none: no relation in the batch),
+        over the planes each example's file annotates (``pair_planes`` ``[batch, 2R]``; none: all)."""
         entity_loss, dropped = self.entity.loss(logits[:, :self.num_types], gold, span_text, planes, soft)
         if pairs is None:
             pairs = paddle.full([logits.shape[0], 1, 3], -1, dtype="int64")
         mask = span_mask(span_text, False)
-        pair_loss = sparse_span_loss(logits[:, self.num_types:], pairs, mask)
+        pair_loss = sparse_span_loss(logits[:, self.num_types:], pairs, mask, planes=pair_planes)
         entity_weight, pair_weight = self.loss_weights
         return entity_weight * entity_loss + pair_weight * pair_loss, dropped + count_masked_gold(pairs, mask)
 
@@ -90,46 +92,64 @@ def _host(array) -> np.ndarray:
     return array.numpy() if hasattr(array, "numpy") else np.asarray(array)
 
 
-def pair_cells(logits, span_text, num_types: int, threshold: float) -> List[List[PairCell]]:
-    """The pair planes' cells above ``threshold`` (one logit) inside the pair mask, per row; ``logits``
-    the whole ``[batch, types + 2R, L, L]`` output (a tensor, or an array on the host)."""
+def pair_cells(logits, span_text, num_types: int, threshold: float, limit: int = 0) -> Tuple[List[List[PairCell]], int]:
+    """The pair planes' cells above ``threshold`` (one logit) inside the pair mask, per row, and how many
+    ``limit`` left out: at most ``limit`` (0: no bound) per plane and text of a row, the highest, so an
+    untrained model (half its cells above 0) costs what a trained one does.  ``logits`` the whole
+    ``[batch, types + 2R, L, L]`` output (a tensor, or an array on the host); a row at a time, as a
+    batch's every cell above the threshold took gigabytes."""
     planes = _host(logits[:, num_types:])
-    span_text = _host(span_text)
-    found: List[List[PairCell]] = [[] for _ in range(logits.shape[0])]
-    flat = np.flatnonzero(planes > threshold)  # as decode.decode_logit_array: far faster than argwhere
-    if not flat.size:
-        return found
-    above = np.stack(np.unravel_index(flat, planes.shape), axis=1)
-    text = np.asarray(span_text).astype("int64")
-    row, start, end = above[:, 0], above[:, 2], above[:, 3]
-    keep = (text[row, start] > 0) & (text[row, start] == text[row, end])
-    above = above[keep]
-    scores = sigmoid(planes[tuple(above.T)].astype("float64"))
-    for (b, plane, i, j), score in zip(above.tolist(), scores.tolist()):
-        found[b].append(PairCell(plane, i, j, score))
-    return found
+    text = _host(span_text).astype("int64")
+    found: List[List[PairCell]] = []
+    cut = 0
+    for b in range(planes.shape[0]):
+        flat = np.flatnonzero(planes[b] > threshold)  # as decode.decode_logit_array: far faster than argwhere
+        plane, row, column = np.unravel_index(flat, planes.shape[1:])
+        inside = (text[b, row] > 0) & (text[b, row] == text[b, column])
+        plane, row, column = plane[inside], row[inside], column[inside]
+        values = planes[b, plane, row, column]
+        kept = best_in_groups(plane * (text.shape[1] + 1) + text[b, row], values, limit)
+        cut += int(len(kept) - kept.sum())
+        scores = sigmoid(values[kept].astype("float64"))
+        found.append([PairCell(*cell) for cell in zip(plane[kept].tolist(), row[kept].tolist(), column[kept].tolist(),
+                                                      scores.tolist())])
+    return found, cut
 
 
 def relation_pairs(spans: Sequence[TokenSpan], cells: Sequence[PairCell], num_relations: int) -> List[RelationSpan]:
     """GPLinker's decoding over one text's (or window's) entity spans and pair cells (the same
     positions): relation r from h to t wherever (r, h.start, t.start) and (R + r, h.end, t.end) are
-    both cells; its score the lower of the two cells'."""
-    starts = {(c.plane, c.row, c.column): c.score for c in cells if c.plane < num_relations}
-    ends = {(c.plane - num_relations, c.row, c.column): c.score for c in cells if c.plane >= num_relations}
-    if not starts or not ends:
-        return []
-    by_start = {}
-    for (r, i, j) in starts:
-        by_start.setdefault((i, j), []).append(r)
+    both cells, h and t distinct spans; its score the lower of the two cells'.  Per relation, the
+    cheaper of two equal joins: each start cell against the spans starting at its two positions, or
+    each start cell against each end cell (at most ``limit`` squared, whatever the spans)."""
+    by_start: Dict[int, List[TokenSpan]] = {}
+    by_cell: Dict[Tuple[int, int], List[TokenSpan]] = {}
+    for span in spans:
+        by_start.setdefault(span.start, []).append(span)
+        by_cell.setdefault((span.start, span.end), []).append(span)
+    starts: Dict[int, Dict[Tuple[int, int], float]] = {}
+    ends: Dict[int, Dict[Tuple[int, int], float]] = {}
+    for cell in cells:
+        if cell.plane < num_relations:
+            starts.setdefault(cell.plane, {})[cell.row, cell.column] = cell.score
+        else:
+            ends.setdefault(cell.plane - num_relations, {})[cell.row, cell.column] = cell.score
     found = []
-    for head in spans:
-        for tail in spans:
-            if head == tail:
-                continue
-            for r in by_start.get((head.start, tail.start), ()):
-                end_score = ends.get((r, head.end, tail.end))
-                if end_score is not None:
-                    found.append(RelationSpan(r, head, tail, min(starts[r, head.start, tail.start], end_score)))
+    for r, start_cells in starts.items():
+        end_cells = ends.get(r)
+        if not end_cells:
+            continue
+        by_spans = sum(len(by_start.get(i, ())) * len(by_start.get(j, ())) for i, j in start_cells)
+        for (i, j), start_score in start_cells.items():
+            if by_spans <= len(start_cells) * len(end_cells):
+                candidates = ((head, tail) for head in by_start.get(i, ()) for tail in by_start.get(j, ()))
+            else:
+                candidates = ((head, tail) for (k, l) in end_cells for head in by_cell.get((i, k), ())
+                              for tail in by_cell.get((j, l), ()))
+            for head, tail in candidates:
+                end_score = end_cells.get((head.end, tail.end))
+                if end_score is not None and head != tail:
+                    found.append(RelationSpan(r, head, tail, min(start_score, end_score)))
     return found
 
 

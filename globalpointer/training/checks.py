@@ -3,12 +3,13 @@ after the last: the types each file annotates, the relation types, a dev file th
 that look like several read as one."""
 import logging
 from collections import Counter
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from ..data.relation_formats import relation_counts
 from ..data.sources import annotated_planes
+from ..evaluation.evaluate import unmeasured
 from ..errors import ConfigError
 from ..model.heads import HEADS
 from ..model_directory.opening import LoadedModel
@@ -40,16 +41,38 @@ def relation_types(train_records: List[Record], source: str, start: Optional[Loa
     return list(counts)
 
 
-def measuring_dev(dev_records: List[Record], train_records: List[Record], source: str) -> List[Record]:
+def relation_rows(train_records: List[Record], relations: Sequence[str]) -> Optional[np.ndarray]:
+    """A relation model's training records, 1 each whose data entry has relations and 0 each whose entry
+    has none (an entity-only file beside relation files): its texts teach their entities, not that they
+    hold no relation, as an entry teaches only the entity types it declares.  None: every record's file
+    has relations (the pair loss as always)."""
+    if not relations:
+        return None
+    annotates: dict = {}
+    for record in train_records:
+        annotates[record.origin] = annotates.get(record.origin, False) or bool(record.relations)
+    silent = [origin for origin, has in annotates.items() if not has]
+    if not silent:
+        return None
+    log.info("%s: no relation in the file: its texts teach their entities, not that they hold no relation (the "
+             "pair planes leave them out of their loss)", "; ".join(silent))
+    return np.array([1.0 if annotates[record.origin] else 0.0 for record in train_records], dtype="float32")
+
+
+def measuring_dev(dev_records: List[Record], train_records: List[Record], source: str,
+                  relations: Sequence[str] = ()) -> List[Record]:
     """The dev records, or none where they cannot measure what the model learned, said before training:
-    a file without entities (its F1 is 0 at every evaluation, and the first would be kept), or one whose
-    texts are all training texts (its F1 measures memory).  Without them every planned epoch runs and
-    the last model is kept, as without data.dev."""
+    a file without entities, or a relation model's (``relations``) without relations (its F1 is 0 at
+    every evaluation), or one whose texts are all training texts (its F1 measures memory).  Without them
+    every planned epoch runs and the last model is kept, as without data.dev."""
     if not dev_records:
         return dev_records
-    if not any(record.entities for record in dev_records):
-        log.warning("%s: %d texts and no entity: its F1 would be 0 at every evaluation and choose the first "
-                    "checkpoint; it chooses nothing (name a dev file with entities)", source, len(dev_records))
+    lacking = unmeasured(dev_records, relations)
+    if lacking:
+        scored = "strict triple F1" if lacking == "no relation" else "F1"
+        log.warning("%s: %d texts and %s: its %s would be 0 at every evaluation; it chooses nothing, every planned "
+                    "epoch runs and the last model is kept (name a dev file with %s)", source, len(dev_records),
+                    lacking, scored, "relations" if lacking == "no relation" else "entities")
         return []
     trained = {record.text for record in train_records}
     if all(record.text in trained for record in dev_records):
@@ -64,6 +87,14 @@ def measuring_dev(dev_records: List[Record], train_records: List[Record], source
 # sentences without blank lines between them): said, not refused (MSRA's longest sentence is 20 windows
 # at data.max_length 128)
 LONG_TEXT_WINDOWS = 50
+
+
+def warn_unmeasured_test(test_records: List[Record], relations: Sequence[str], source: str) -> None:
+    """A test file that cannot measure the model, said before training rather than after it."""
+    lacking = unmeasured(test_records, relations)
+    if lacking:
+        log.warning("%s: %d texts and %s: the test report's %s will be 0 of 0", source, len(test_records), lacking,
+                    "triples" if lacking == "no relation" else "scores")
 
 
 def warn_long_texts(windows, records, max_length: int, source: str) -> None:

@@ -33,7 +33,8 @@ from ..model_directory.layout import resolve_checkpoint
 from ..model.network import build_network, load_weights, start_from
 from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
-from .checks import measuring_dev, relation_types, training_planes, warn_long_texts
+from .checks import (measuring_dev, relation_rows, relation_types, training_planes, warn_long_texts,
+                     warn_unmeasured_test)
 from .recipes import find_word_embeddings
 from .run import (Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files,
                   remove_unfinished_checkpoints, restore)
@@ -86,6 +87,7 @@ class Training:
     steps_per_epoch: int
     epochs: int  # what the run trains: train.epochs, or fewer within train.max_steps (planned_epochs)
     planes: Optional[np.ndarray]  # the types each training record annotates (data/sources.py); None: all
+    relation_rows: Optional[np.ndarray]  # a relation model's records whose file has relations (checks.relation_rows)
 
 
 def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, resume_anyway: bool) -> dict:
@@ -138,10 +140,15 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     for key in ("train", "dev", "test"):
         check_declared(getattr(data, key), labels, f"data.{key}")
     planes = training_planes(train_records, labels, start, config.model.head)
+    pair_rows = relation_rows(train_records, relations)
     check_types(train_records, labels, declared=bool(data.labels))  # the training file first, where a type is new
-    dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels)) if data.dev else []
-    dev_records = measuring_dev(dev_records, train_records, sources_name(data.dev, "data.dev"))
-    test_records = labelled_records(data.test, data.reading, labels, False, bool(data.labels)) if data.test else []
+    dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels), relations) \
+        if data.dev else []
+    dev_records = measuring_dev(dev_records, train_records, sources_name(data.dev, "data.dev"), relations)
+    test_records = labelled_records(data.test, data.reading, labels, False, bool(data.labels), relations) \
+        if data.test else []
+    if test_records:
+        warn_unmeasured_test(test_records, relations, sources_name(data.test, "data.test"))
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
@@ -188,7 +195,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, relations, dev_records, test_records, featurizer, windows, alignment, network,
-                    optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes)
+                    optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes, pair_rows)
 
 
 def planned_epochs(train, steps_per_epoch: int) -> int:
@@ -315,7 +322,7 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
     progress, losses = state.progress, []
     for micro, window_ids in enumerate(step_batches):
         batch = collate([state.windows[i] for i in window_ids], state.featurizer.pad_id, state.planes,
-                        len(state.relations))
+                        len(state.relations), state.relation_rows)
         loss, dropped = state.stepper.micro_batch(batch, progress.global_step, micro, len(step_batches))
         losses.append(loss)
         progress.dropped_gold += dropped
@@ -351,13 +358,25 @@ def added_types_at_best(state: Training) -> dict:
 
 
 def warn_nothing_learned(state: Training) -> None:
-    """A run whose best dev F1 is 0 learned nothing it could show: said with what usually causes it."""
+    """A run whose best dev F1 is 0 learned nothing it could show: said with what usually causes it.  A
+    relation model that found the dev entities but no triple is said so, not blamed on its encoder."""
     config = state.config
-    log.warning("the best dev F1 is 0.00: the model found none of the dev file's entities. Likely causes: an encoder "
+    path = os.path.join(state.run.path, "dev_report.json")
+    report = read_json(path) if os.path.exists(path) else None
+    entity_f1 = report["micro"]["f1"] if report else 0.0
+    if state.relations and entity_f1 > 0:
+        log.warning("the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 %.2f) "
+                    "but none of its triples. Likely causes: too little training for %d relation type(s) (%d training "
+                    "windows, %d steps: set train.epochs higher); or a dev file whose triples are of other types or "
+                    "entities than the training file's", 100 * entity_f1, len(state.relations), len(state.windows),
+                    state.progress.global_step)
+        return
+    what = "triples or entities" if state.relations else "entities"
+    log.warning("the best dev F1 is 0.00: the model found none of the dev file's %s. Likely causes: an encoder "
                 "for another language (model.encoder %s, data.tokenization %s: set model.encoder to one for your "
                 "texts, docs/training.md#encoders); too little training for the types (%d training windows, %d "
                 "steps); a learning rate too high or too low (train.lr %g); or a dev file annotated with other "
-                "types or spans than the training file", config.model.encoder, config.data.tokenization,
+                "types or spans than the training file", what, config.model.encoder, config.data.tokenization,
                 len(state.windows), state.progress.global_step, config.train.lr)
 
 

@@ -73,9 +73,11 @@ class Progress:
         return self.windows / max(self.seconds - self.eval_seconds, 1e-9)
 
     def record_evaluation(self, f1: Optional[float]) -> bool:
-        """Whether the model just evaluated is the best so far (without dev data: the latest is)."""
+        """Whether the model just evaluated is kept as the best: the best dev F1 so far, or the latest (without
+        dev data; or while every dev F1 has been 0: nothing learned yet, so train.patience counts from the first
+        F1 above 0, and a run that learns late is not stopped with its first model)."""
         self.evaluated_step = self.global_step
-        improved = f1 is None or f1 > self.best_f1
+        improved = f1 is None or f1 > self.best_f1 or (f1 == 0 and self.best_f1 <= 0)
         if improved:
             self.best_f1, self.best_step, self.evals_since_best = f1 if f1 is not None else 0.0, self.global_step, 0
         else:
@@ -260,11 +262,17 @@ class RunDirectory:
             if self.added:
                 added = f"; the added types ({', '.join(self.added)}) F1 {types_scores(report, self.added)['f1']:.4f}"
             tqdm.write(f"step {progress.global_step}: dev P {micro['precision']:.4f} R {micro['recall']:.4f} "
-                       f"F1 {micro['f1']:.4f}{' (best)' if improved else ''}{added}")
+                       f"F1 {micro['f1']:.4f}{_kept(improved, micro['f1'])}{added}")
 
     def write_json(self, name: str, value: dict) -> None:
         if self.runtime.is_main:
             atomic_write_json(os.path.join(self.path, name), value)
+
+
+def _kept(improved: bool, f1: float) -> str:
+    if not improved:
+        return ""
+    return " (best)" if f1 else " (kept as the latest: nothing learned yet; train.patience counts from the first F1 above 0)"
 
 
 def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, resume_anyway: bool) -> Progress:

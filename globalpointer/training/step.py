@@ -71,13 +71,15 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
 def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Optional[str], scaler,
                      accumulation: int, planes: Optional[paddle.Tensor] = None,
                      soft: Optional[Tuple[paddle.Tensor, paddle.Tensor]] = None,
-                     pairs: Optional[paddle.Tensor] = None) -> Tuple[float, int]:
+                     pairs: Optional[paddle.Tensor] = None,
+                     pair_planes: Optional[paddle.Tensor] = None) -> Tuple[float, int]:
     """One batch's loss, its gradients added to the parameters'; (loss, gold spans the head dropped).
     ``soft``: the gold rows' smoothed targets (``smoothing.smoothed_targets``, as tensors); ``pairs``:
-    a relation head's gold pair cells (``batching.collate``)."""
+    a relation head's gold pair cells, ``pair_planes`` the pair planes each row's file annotates
+    (``batching.collate``)."""
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
-    targets = {"pairs": pairs} if pairs is not None else {}
+    targets = {"pairs": pairs, "pair_planes": pair_planes} if pairs is not None else {}
     loss, dropped = head.loss(logits, gold, inputs["span_text"], planes, soft, **targets)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
@@ -104,6 +106,7 @@ class Stepper:
         inputs, gold = model_inputs(batch), paddle.to_tensor(batch["gold"])
         planes = paddle.to_tensor(batch["annotated"]) if "annotated" in batch else None
         pairs = paddle.to_tensor(batch["pairs"]) if "pairs" in batch else None
+        pair_planes = paddle.to_tensor(batch["pair_annotated"]) if "pair_annotated" in batch else None
         soft = None
         if self.smoothing:
             soft = tuple(paddle.to_tensor(part) for part in smoothed_targets(
@@ -117,12 +120,13 @@ class Stepper:
             if self.fgm is not None and micro:
                 self.fgm.remember_gradient()
             loss, dropped = forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
-                                             self.train.grad_accum_steps, planes, soft, pairs)
+                                             self.train.grad_accum_steps, planes, soft, pairs, pair_planes)
             if self.scaler is None and not math.isfinite(loss):  # float16's loss scaling skips such steps itself
                 raise diverged(f"the training loss is {loss}", step + 1, self.train)
             if self.fgm is not None and self.fgm.attack():  # the loss on moved embeddings: one pass more
                 forward_backward(self.model, self.network.head, inputs, gold, self.dtype, self.scaler,
-                                 self.train.grad_accum_steps, planes=planes, soft=soft, pairs=pairs)
+                                 self.train.grad_accum_steps, planes=planes, soft=soft, pairs=pairs,
+                                 pair_planes=pair_planes)
                 self.fgm.restore()
         return loss, dropped
 
