@@ -12,6 +12,10 @@ atexit.register(shutil.rmtree, os.environ["GLOBALPOINTER_CACHE"], ignore_errors=
 # the folder holding the public sets (DIR/<set>/): $GLOBALPOINTER_DATA, else ../shared/data
 SHARED_DATA = os.environ.get("GLOBALPOINTER_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
+import contextlib
+import fcntl
+from typing import Callable
+
 import pytest
 
 
@@ -60,24 +64,84 @@ def run_copy(trained, tmp_path):
     return target
 
 
+def session_root(tmp_path_factory):
+    """A folder every process of this test session shares: the session's own temporary folder, or with
+    pytest-xdist (``-n 2``) the one that holds each worker's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[object], None]):
+    """``session_root``/``name``, made by ``build(folder)`` once per test session: the first process to
+    ask builds it under a lock, the others (xdist workers) wait and read it.  A build that failed is
+    tried again by the next to ask, which fails the same way, each test saying so."""
+    import pathlib
+
+    folder = pathlib.Path(session_root(tmp_path_factory)) / name
+    done = folder.with_name(name + ".built")
+    with open(folder.with_name(name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                if folder.exists():
+                    shutil.rmtree(folder)
+                folder.mkdir()
+                build(folder)
+                done.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
-    """A tiny model trained once on the synthetic task (tests/synthetic.py); its directory."""
+    """A tiny model trained once per test session on the synthetic task (tests/synthetic.py); its directory."""
     from globalpointer.cli import train_main
     from synthetic import tiny_config
 
-    tmp_path = tmp_path_factory.mktemp("e2e")
-    assert train_main(["--config", tiny_config(tmp_path)]) == 0
-    return tmp_path
+    def build(folder):
+        assert train_main(["--config", tiny_config(folder)]) == 0
+
+    return built_once(tmp_path_factory, "e2e", build)
 
 
 @pytest.fixture(scope="session")
 def relation_run(tmp_path_factory):
-    """A tiny relation model trained once on synthetic.relation_lines; the folder holding it (run/best) and
-    its data files."""
+    """A tiny relation model trained once per test session on synthetic.relation_lines, its minimum scores
+    fitted on its dev file (train.calibrate shared); the folder holding it (run/best), its data files and
+    ``unfitted``, the same model without thresholds.json."""
     from globalpointer.cli import train_main
     from synthetic import relation_config
 
-    tmp = tmp_path_factory.mktemp("relations")
-    assert train_main(["--config", relation_config(tmp, test_lines=40)]) == 0
-    return tmp
+    def build(folder):
+        assert train_main(["--config", relation_config(folder, test_lines=40)]) == 0
+        shutil.copytree(folder / "run" / "best", folder / "unfitted")
+        with contextlib.suppress(FileNotFoundError):
+            (folder / "unfitted" / "thresholds.json").unlink()
+
+    return built_once(tmp_path_factory, "relations", build)
+
+
+@pytest.fixture(scope="session")
+def quickstart_first_epoch(tmp_path_factory):
+    """The README's quickstart trained for one epoch (train.epochs=1), once per test session: the folder
+    holding its run (run/best).  What the builds must agree on (test_gpu_build.py) and what INT8 is checked
+    on under emulation (test_int8_emulated.py); the whole quickstart trains in test_package.py."""
+    from globalpointer.cli import train_main
+
+    def build(folder):
+        assert train_main(["--config", os.path.join(ROOT, "configs", "quickstart.yaml"), "--set", "train.epochs=1",
+                           "--set", "train.min_steps=0", "--set", f"output_dir={folder / 'run'}"]) == 0
+
+    return built_once(tmp_path_factory, "quickstart-first-epoch", build)
+
+
+# The longest files first (docs/performance.md#the-test-suite): with pytest-xdist (-n 2 --dist loadfile, as
+# .ci/run runs the suite) each worker starts on one at once and the other files fill in beside them, so
+# that neither is left to run alone at the end
+LONGEST_FIRST = ("test_package.py", "test_int8_emulated.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
+               else len(LONGEST_FIRST))

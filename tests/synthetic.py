@@ -39,7 +39,8 @@ def tiny_config(tmp_path, **overrides) -> str:
         "model": {"encoder": "tiny", "head_size": 16},
         # every epoch, one rate for the tiny encoder, hard targets, model.min_score: what the tests were
         # written against (a tiny model's fitted threshold sits where many of its scores do)
-        "train": {"epochs": 6, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
+        "train": {"epochs": 6, "min_steps": 0, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05,
+                  "seed": 7,
                   "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "none"},
         "device": "cpu",
         "output_dir": str(tmp_path / "run"),
@@ -93,7 +94,8 @@ def relation_config(tmp_path, train_lines: int = 200, dev_lines: int = 40, test_
     if test_lines:
         data["test"] = write_lines(tmp_path / "test.json", relation_lines(test_lines, 4))
     sections = {"data": data, "model": {"encoder": "tiny", "head_size": 16},
-                "train": {"epochs": 8, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "warmup_ratio": 0.05, "seed": 7,
+                "train": {"epochs": 8, "min_steps": 0, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3,
+                          "warmup_ratio": 0.05, "seed": 7,
                           "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},
                 "device": "cpu", "output_dir": str(tmp_path / "run")}
     for key, value in overrides.items():

@@ -55,7 +55,8 @@ CONFIG_KEYS = [
     "cpu_threads", "data.dev", "data.format", "data.labels", "data.limit", "data.max_length", "data.on_error",
     "data.test", "data.tokenization", "data.train", "data.window_overlap", "device", "inference.backend",
     "inference.batch_size", "inference.compile_from_lines", "inference.compiled_cache_mb",
-    "inference.int8_unverified_cpu", "inference.precision", "inference.tensorrt",
+    "inference.int8_unverified_cpu", "inference.max_entities_per_type", "inference.max_pairs_per_relation",
+    "inference.precision", "inference.tensorrt",
     "model.decode", "model.dropout", "model.encoder", "model.head", "model.head_size", "model.loss",
     "model.min_score", "model.rope", "model.tril_mask", "model.use_calibration", "output_dir",
     "serve.batch_texts", "serve.batch_wait_ms", "serve.client_timeout_s", "serve.host", "serve.max_body_bytes", "serve.max_header_bytes",
@@ -64,7 +65,7 @@ CONFIG_KEYS = [
     "train.batch_size", "train.boundary_smoothing", "train.boundary_smoothing_size", "train.calibrate",
     "train.epochs", "train.eval_every", "train.grad_accum_steps", "train.head_lr", "train.init_from",
     "train.large_training_set", "train.layer_lr_decay", "train.log_every", "train.lr", "train.max_grad_norm",
-    "train.max_steps", "train.patience", "train.seed", "train.warmup_ratio", "train.weight_decay"]
+    "train.max_steps", "train.min_steps", "train.patience", "train.seed", "train.warmup_ratio", "train.weight_decay"]
 REGISTRIES = {
     "heads": ["global_pointer", "efficient_global_pointer"],
     "backends": ["openvino", "onnxruntime", "paddle-inference", "dynamic"],

@@ -29,7 +29,8 @@ def test_config_smoke(name, shared_data, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a config reads its files from its own folder, wherever it runs
     needed = list(SHARED_FILES.get(name, {}).values()) + (["cmeee/CMeEE_dev.json"] if name == "cmeee" else [])
     shared_data = shared_data(*needed)
-    overrides = ["data.limit=24", "train.epochs=1", "train.batch_size=8", f"output_dir={tmp_path / 'run'}"]
+    overrides = ["data.limit=24", "train.epochs=1", "train.min_steps=0", "train.batch_size=8",
+                 f"output_dir={tmp_path / 'run'}"]
     overrides += [f"data.{key}={os.path.join(shared_data, path)}" for key, path in SHARED_FILES.get(name, {}).items()]
     if name == "cmeee":  # its split is written by the converter first (see the config)
         source = os.path.join(shared_data, "cmeee", "CMeEE_dev.json")

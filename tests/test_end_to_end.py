@@ -119,6 +119,11 @@ def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
     rows = open(tmp_path / "run" / "metrics.csv").read().splitlines()[1:]
     assert summary["stopped_early"] and summary["epochs_completed"] == 3 and len(rows) == 3
     assert summary["best_step"] == int(rows[0].split(",")[0])
+    # train.min_steps: no early stop before it, however long the dev F1 stalls
+    steps_per_epoch = int(rows[0].split(",")[0])
+    assert train_main(["--config", config, "--overwrite", "--set", f"train.min_steps={4 * steps_per_epoch + 1}"]) == 0
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["stopped_early"] and summary["epochs_completed"] == 5
 
 
 def test_train_trains_and_evaluates_the_model_its_builder_makes(tmp_path):

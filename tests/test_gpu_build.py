@@ -96,14 +96,15 @@ def test_a_command_says_which_device_runs_it_once_without_paddles_warning(traine
     assert said == (1 if paddle.is_compiled_with_cuda() else 0), BUILD
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not paddle.device.is_compiled_with_cuda(), reason="the CPU build's quickstart is test_package.py's")
-def test_the_quickstart_on_the_gpu_build_gives_the_cpu_builds_f1(tmp_path):
-    """The README's quickstart on the GPU build (on the CPU here): the same dev F1 to the digit."""
-    from globalpointer.cli import train_main
-    from helpers import ROOT
+# The README's quickstart trained for one epoch (train.epochs=1: 63 steps, a dev evaluation, the fitted
+# minimum score): its dev F1, the same to the digit on both builds.  The whole quickstart (70.96,
+# test_package.py) trains once a session, on the CPU build; one epoch runs the same code on the same data.
+QUICKSTART_FIRST_EPOCH_F1 = 43.52
 
-    assert train_main(["--config", os.path.join(ROOT, "configs", "quickstart.yaml"),
-                       "--set", f"output_dir={tmp_path / 'run'}"]) == 0
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert round(summary["best_dev_f1"] * 100, 2) == 70.96, BUILD
+
+@pytest.mark.slow
+def test_the_quickstarts_first_epoch_gives_the_same_f1_on_either_build(quickstart_first_epoch):
+    """The README's quickstart trained for one epoch on this build (PyPI's GPU build runs it on the CPU
+    here): the dev F1 the CPU build gives, to the digit."""
+    summary = json.loads((quickstart_first_epoch / "run" / "summary.json").read_text())
+    assert round(summary["best_dev_f1"] * 100, 2) == QUICKSTART_FIRST_EPOCH_F1, BUILD

@@ -45,13 +45,19 @@ def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_pa
     assert "no dev F1 to choose by" not in caplog.text
 
 
-@given(st.integers(1, 50), st.integers(1, 500), st.integers(0, 5000))
-def test_the_planned_length_is_the_whole_epochs_that_reach_max_steps(epochs, steps_per_epoch, max_steps):
+@given(st.integers(1, 50), st.integers(1, 500), st.integers(0, 5000), st.integers(0, 1000))
+def test_the_planned_length_is_the_whole_epochs_that_reach_max_steps_or_min_steps(epochs, steps_per_epoch,
+                                                                                  max_steps, min_steps):
     from globalpointer.config import TrainConfig
-    from globalpointer.training.loop import planned_epochs
+    from globalpointer.training.loop import epochs_per_evaluation, planned_epochs
 
-    planned = planned_epochs(TrainConfig(epochs=epochs, max_steps=max_steps), steps_per_epoch)
-    assert 1 <= planned <= epochs
+    train = TrainConfig(epochs=epochs, max_steps=max_steps, min_steps=min_steps)
+    planned, repeats = planned_epochs(train, steps_per_epoch), epochs_per_evaluation(train, steps_per_epoch)
+    if min_steps and epochs * steps_per_epoch < min_steps:  # a small file: each evaluation after `repeats` epochs
+        assert planned == epochs * repeats and planned * steps_per_epoch >= min_steps
+        assert (repeats - 1) * epochs * steps_per_epoch < min_steps
+        return
+    assert 1 <= planned <= epochs and repeats == 1
     if max_steps == 0 or epochs * steps_per_epoch <= max_steps:
         assert planned == epochs
     else:  # the first whole epoch at or past max_steps
@@ -113,3 +119,17 @@ def test_a_dev_file_that_cannot_measure_is_said_and_chooses_nothing(tmp_path, ca
     caplog.clear()
     assert train_main(["--config", config, "--overwrite", "--set", f"data.dev={tmp_path / 'train.jsonl'}"]) == 0
     assert "train.jsonl: every one of its 240 texts is a training text" in caplog.text
+
+
+def test_a_small_file_reaches_min_steps_with_train_epochs_evaluations(tmp_path):
+    """24 texts, 3 steps an epoch (18 in train.epochs 6): train.min_steps 40 repeats the epochs so that each
+    of the 6 evaluations follows 3 epochs (9 steps), 54 steps in all."""
+    import csv
+    import json
+
+    config = tiny_config(tmp_path, data__limit=24, train__min_steps=40)
+    assert train_main(["--config", config]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["epochs_planned"], summary["steps"]) == (18, 54)
+    with open(tmp_path / "run" / "metrics.csv") as metrics:
+        assert [int(row["step"]) for row in csv.DictReader(metrics)] == [9, 18, 27, 36, 45, 54]

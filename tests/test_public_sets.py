@@ -217,7 +217,7 @@ def test_the_cluener_config_trains_from_a_clone_after_the_documented_fetch(share
         assert cli(["data", "fetch", "cluener", "--from", f"{base}/cluener_public.zip"]) == 0
     assert sorted(os.listdir(clone / "data" / "cluener")) == ["dev.json", "test.json", "train.json"]
     assert train_main(["--config", "configs/cluener.yaml", "--set", "data.limit=24", "--set", "train.epochs=1",
-                       "--set", "train.batch_size=8"]) == 0
+                       "--set", "train.min_steps=0", "--set", "train.batch_size=8"]) == 0
     summary = json.load(open(clone / "runs" / "cluener-gp" / "summary.json"))
     assert summary["steps"] >= 1 and os.path.isfile(clone / "runs" / "cluener-gp" / "best" / "model.safetensors")
 
@@ -259,3 +259,21 @@ def test_a_partial_copy_of_a_set_is_said_file_by_file(tmp_path):
     assert incomplete(str(tmp_path), "cluener") == [f"{tmp_path}/cluener/dev.json has 1000 records, not 1343",
                                                    f"{tmp_path}/cluener/test.json is missing"]
     assert incomplete(str(tmp_path), "cluener", ["train.json"]) == []
+
+
+@pytest.mark.parametrize("config, name", [("duie.yaml", "duie2-subset"), ("conll04.yaml", "conll04"),
+                                          ("scierc.yaml", "scierc")])
+def test_a_relation_config_without_its_data_says_where_the_set_comes_from(config, name, capsys):
+    """The relation configs read data/relations/<set>/: a missing file names the set and how to get it,
+    as `data list` does, and the copy in ../shared/data is complete by the same check."""
+    from conftest import SHARED_DATA
+    from globalpointer.cli import main as cli
+    from globalpointer.data.public_sets import incomplete
+
+    assert cli(["train", "--config", os.path.join(ROOT, "configs", config), "--set", "output_dir=/nonexistent/run"]) == 2
+    said = capsys.readouterr().err
+    assert f"a file of the public set {name}, which is not fetched:" in said and f"relations/{name}/" in said, said
+    assert cli(["data", "list"]) == 0
+    assert f"by hand: " in capsys.readouterr().out
+    if os.path.isdir(os.path.join(SHARED_DATA, "relations", name)):
+        assert incomplete(SHARED_DATA, name) == []

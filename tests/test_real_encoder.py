@@ -19,7 +19,7 @@ def test_m3e_small_trains_evaluates_predicts_loads_and_exports(tmp_path, capsys)
     config.write_text(yaml.safe_dump({
         "data": {"train": str(tmp_path / "train.json"), "dev": str(tmp_path / "dev.json"), "max_length": 64,
                  "window_overlap": 16},
-        "train": {"epochs": 2, "patience": 0}, "device": "cpu", "output_dir": str(tmp_path / "run")}))
+        "train": {"epochs": 2, "min_steps": 0, "patience": 0}, "device": "cpu", "output_dir": str(tmp_path / "run")}))
     assert train_main(["--config", str(config)]) == 0
     best = tmp_path / "run" / "best"
     assert json.load(open(tmp_path / "run" / "summary.json"))["best_dev_f1"] is not None

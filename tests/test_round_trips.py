@@ -89,9 +89,11 @@ def writers(tmp_path_factory):
     assert train_main(["--config", config, "--init-from", str(base), "--set", f"data.train={json.dumps(entries)}",
                        "--set", "data.labels=[LOC, ORG, PER]", "--set", f"output_dir={root / 'init'}",
                        "--set", "train.epochs=1", "--resume"]) == 0
-    assert train_main(["--config", config, "--set", f"output_dir={root / 'plain'}"]) == 0
+    # train.calibrate only adds thresholds.json to what training writes: the plain model is that run without it
     assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set", f"output_dir={root / 'fitted'}"]) == 0
     assert (root / "fitted" / "best" / "thresholds.json").is_file()
+    shutil.copytree(root / "fitted", root / "plain")
+    (root / "plain" / "best" / "thresholds.json").unlink()
     calibrated = root / "calibrated"
     shutil.copytree(root / "plain" / "best", calibrated)
     assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
@@ -108,8 +110,9 @@ def writers(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def relation_writers(tmp_path_factory):
-    """The writers' artifacts of a relation model (synthetic.relation_lines): name -> model directory."""
+def relation_writers(tmp_path_factory, relation_run):
+    """The writers' artifacts of a relation model (synthetic.relation_lines): name -> model directory; the
+    trained ones the session's ``relation_run`` (its fitted model, and the same without thresholds.json)."""
     import subprocess
     import sys
 
@@ -121,10 +124,9 @@ def relation_writers(tmp_path_factory):
     root = tmp_path_factory.mktemp("relation-round-trips")
     config = relation_config(root, train__calibrate="none")
     dev = str(root / "dev.json")
-    assert train_main(["--config", config]) == 0
     plain = root / "run" / "best"
-    assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set",
-                       f"output_dir={root / 'fitted'}"]) == 0
+    shutil.copytree(relation_run / "unfitted", plain)
+    shutil.copytree(relation_run / "run" / "best", root / "fitted" / "best")
     assert (root / "fitted" / "best" / "thresholds.json").is_file()
     # --init-from, then --resume of it: each in a process of its own, as users run them (the optimizer
     # state is keyed by the names Paddle gives parameters in their process)

@@ -104,7 +104,7 @@ def test_training_and_evaluating_on_entries_that_declare_their_types(tmp_path, c
         "data": {"train": [{"path": per, "types": ["PER"]}, {"path": loc, "types": ["LOC"]}],
                  "dev": [dev, {"path": per, "types": ["PER"]}], "max_length": 24, "window_overlap": 8},
         "model": {"encoder": "tiny", "head_size": 16},
-        "train": {"epochs": 2, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
+        "train": {"epochs": 2, "min_steps": 0, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
         "device": "cpu", "output_dir": str(tmp_path / "run")})
     assert train_main(["--config", config]) == 0
     report = json.load(open(tmp_path / "run" / "dev_report.json"))
@@ -125,7 +125,7 @@ def trained_without_org(tmp_path):
     config = write_yaml(tmp_path / "first.yaml", {
         "data": {"train": write_jsonl(tmp_path / "no-org.jsonl", records), "max_length": 24, "window_overlap": 8},
         "model": {"encoder": "tiny", "head_size": 16},
-        "train": {"epochs": 2, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
+        "train": {"epochs": 2, "min_steps": 0, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3, "seed": 7},
         "device": "cpu", "output_dir": str(tmp_path / "first")})
     assert train_main(["--config", config]) == 0
     return tmp_path / "first" / "best"
@@ -142,7 +142,7 @@ def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_pat
     config = load_config(write_yaml(tmp_path / "second.yaml", {
         "data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
                  "max_length": 24, "window_overlap": 8},
-        "model": {"encoder": "tiny", "head_size": 16}, "train": {"init_from": str(first), "seed": 3},
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"init_from": str(first), "seed": 3, "min_steps": 0},
         "device": "cpu", "output_dir": str(tmp_path / "second")}))
     with caplog.at_level("WARNING", logger="globalpointer"):
         state = prepare(config, False, build_network, False, False)
@@ -163,7 +163,7 @@ def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
     orgs = [{**r, "entities": [e for e in r["entities"] if e["type"] == "ORG"]} for r in make_records(120, 3)]
     tree = {"data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
                      "max_length": 24, "window_overlap": 8},
-            "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1, "batch_size": 16},
+            "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1, "min_steps": 0, "batch_size": 16},
             "device": "cpu", "output_dir": str(tmp_path / "second")}
     config = write_yaml(tmp_path / "second.yaml", tree)
     assert train_main(["--config", config, "--init-from", str(first)]) == 0
@@ -182,7 +182,7 @@ def test_init_from_scores_the_added_types_apart_at_each_evaluation_and_in_the_su
     tree = {"data": {"train": [{"path": write_jsonl(tmp_path / "org.jsonl", orgs), "types": ["ORG"]}],
                      "dev": write_jsonl(tmp_path / "dev.jsonl", make_records(40, 5)),
                      "max_length": 24, "window_overlap": 8},
-            "model": {"head_size": 16}, "train": {"epochs": 2, "batch_size": 16, "init_from": str(first)},
+            "model": {"head_size": 16}, "train": {"epochs": 2, "min_steps": 0, "batch_size": 16, "init_from": str(first)},
             "device": "cpu", "output_dir": str(tmp_path / "second")}  # model.encoder auto: the trained model's
     caplog.set_level("INFO", logger="globalpointer")
     assert train_main(["--config", write_yaml(tmp_path / "second.yaml", tree)]) == 0
@@ -223,7 +223,7 @@ def test_init_from_never_writes_into_the_model_it_starts_from(tmp_path, capsys):
     before = snapshot(first.parent)
     config = write_yaml(tmp_path / "again.yaml", {
         "data": {"train": str(tmp_path / "no-org.jsonl"), "max_length": 24, "window_overlap": 8},
-        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1}, "device": "cpu"})
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1, "min_steps": 0}, "device": "cpu"})
     for output_dir in (first.parent, first):
         assert train_main(["--config", config, "--init-from", str(first), "--overwrite", "--set",
                            f"output_dir={output_dir}"]) == 2
@@ -236,7 +236,7 @@ def test_init_from_refuses_what_the_run_would_not_honour(tmp_path, capsys):
     first = trained_without_org(tmp_path)
     config = write_yaml(tmp_path / "again.yaml", {
         "data": {"train": str(tmp_path / "no-org.jsonl"), "max_length": 24, "window_overlap": 8},
-        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1}, "device": "cpu",
+        "model": {"encoder": "tiny", "head_size": 16}, "train": {"epochs": 1, "min_steps": 0}, "device": "cpu",
         "output_dir": str(tmp_path / "again")})
     for setting, message in (("data.tokenization=subword", "was trained with data.tokenization=char, the config "
                                                            "says subword"),

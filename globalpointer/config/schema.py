@@ -132,6 +132,11 @@ class TrainConfig:
                                 "the shorter of it and train.epochs is trained, the learning rate decaying over "
                                 "it: a large file needs fewer epochs than a small one. 0: train.epochs alone",
                           bounds=NON_NEGATIVE)
+    min_steps: int = _opt(300, "a floor on training's length in optimizer steps: a small training file's epochs "
+                               "are repeated (each of the train.epochs evaluations then follows as many) until "
+                               "this many steps, and train.patience stops no run before it; tens of texts gave a "
+                               "relation model no triple in train.epochs alone "
+                               "(docs/results.md#relations-on-small-and-new-sets). 0: no floor", bounds=NON_NEGATIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
     lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
                            "ELECTRA-Small's rate for small encoders (a base-size encoder: start at 1e-4)",
@@ -302,6 +307,9 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"data.labels has duplicates: {config.data.labels}")
     if any(not label.strip() for label in config.data.labels):
         raise ConfigError(f"data.labels: every type needs a name, got {config.data.labels}")
+    if config.train.max_steps and config.train.min_steps > config.train.max_steps:
+        raise ConfigError(f"train.min_steps ({config.train.min_steps}) is above train.max_steps "
+                          f"({config.train.max_steps}); lower the floor or raise the ceiling")
     if config.train.lr == 0 and config.train.head_lr == 0:
         raise ConfigError("train.lr and train.head_lr are both 0: nothing would learn; set at least one above 0 "
                           "(lr 0 alone freezes the encoder while the head trains)")

@@ -76,6 +76,7 @@ class PublicSet:
     md5: Optional[str] = None  # the archive's published checksum
     files: Tuple[SetFile, ...] = ()  # what DIR/<set>/ holds, fetched or put there by hand
     manual: str = ""  # where to get it by hand
+    parent: str = ""  # the folder of DIR its folder is in ("relations": DIR/relations/<set>/), "" for DIR itself
 
 
 # name -> the set.  Checksums are the ones PaddleNLP's dataset loaders publish for their mirrors
@@ -110,6 +111,30 @@ PUBLIC_SETS: Dict[str, PublicSet] = {
         manual="sign the Reuters corpus agreement (https://trec.nist.gov/data/reuters/reuters.html), build the "
                "CoNLL-2003 files with the shared task's scripts, and put train.txt, valid.txt and test.txt in "
                "DIR/conll2003/"),
+    "duie2-subset": PublicSet(
+        "The DuIE 2.0 subset (Chinese relations; 4,000 / 2,000 texts)",
+        "Baidu's DuIE 2.0 (LIC 2020), released for research after registration on its site",
+        files=(SetFile("train.json", "train.json", records=4000, format="duie"),
+               SetFile("dev.json", "dev.json", records=2000, format="duie")), parent="relations",
+        manual="register for DuIE 2.0 (https://www.luge.ai, 'DuIE2.0'), then put the first 4,000 lines of its "
+               "duie_train.json and the first 2,000 of its duie_dev.json (head -n 4000, head -n 2000) in "
+               "DIR/duie2-subset/ as train.json and dev.json"),
+    "conll04": PublicSet(
+        "CoNLL04 (English relations; Kill, Live_In, Located_In, OrgBased_In, Work_For)",
+        "Roth and Yih (2004), for research use, in the split most papers use (SpERT's)",
+        files=(SetFile("train.json", "train.json"), SetFile("valid.json", "valid.json"),
+               SetFile("test.json", "test.json")), parent="relations",
+        manual="get SpERT's JSON files of CoNLL04 (its scripts/fetch_datasets.sh downloads conll04_train.json, "
+               "conll04_dev.json and conll04_test.json) and put them in DIR/conll04/ as train.json, valid.json and "
+               "test.json"),
+    "scierc": PublicSet(
+        "SciERC (English scientific abstracts; 7 relation types)",
+        "Luan et al. (2018), for research use, at sentence level in SpERT's JSON",
+        files=(SetFile("train.json", "train.json"), SetFile("dev.json", "dev.json"), SetFile("test.json", "test.json")),
+        parent="relations",
+        manual="get SpERT's JSON files of SciERC (its scripts/fetch_datasets.sh downloads scierc_train.json, "
+               "scierc_dev.json and scierc_test.json) and put them in DIR/scierc/ as train.json, dev.json and "
+               "test.json"),
 }
 
 
@@ -124,7 +149,7 @@ def incomplete(folder: str, name: str, files: Sequence[str] = ()) -> List[str]:
     for wanted in find_set(name).files:
         if files and wanted.name not in files:
             continue
-        path = os.path.join(folder, name, wanted.name)
+        path = os.path.join(folder, find_set(name).parent, name, wanted.name)
         if not os.path.isfile(path):
             problems.append(f"{path} is missing")
         elif wanted.records is not None:
@@ -307,7 +332,7 @@ def fetch_set(name: str, directory: str = "data", location: Optional[str] = None
     target = os.path.join(directory, name)
     if chosen.url is None:
         raise UserError(f"{name} cannot be downloaded automatically ({chosen.source}): "
-                        f"{chosen.manual.replace('DIR/', os.path.join(directory, ''))}")
+                        f"{chosen.manual.replace('DIR/', os.path.join(directory, chosen.parent, ''))}")
     location = location or chosen.url
     files = checked_files(name, chosen, location, None if os.path.isdir(location) else download(location))
     paths = [os.path.join(target, wanted.name) for wanted, _ in files]
@@ -328,7 +353,8 @@ def describe_sets() -> str:
     """One paragraph per set: what it is, where it comes from, and whether ``fetch`` gets it."""
     rows = []
     for name, chosen in PUBLIC_SETS.items():
-        how = (f"fetch: {chosen.url}" if chosen.url else "by hand: " + chosen.manual.replace("DIR/", "data/"))
+        how = (f"fetch: {chosen.url}" if chosen.url else
+               "by hand: " + chosen.manual.replace("DIR/", os.path.join("data", chosen.parent, "")))
         rows.append(f"{name}: {chosen.title}\n  {chosen.source}\n  files: {', '.join(f.name for f in chosen.files)}"
                     f"\n  {how}")
     return "\n".join(rows)

@@ -11,7 +11,7 @@ from ..data.sources import Sources, sources_name
 from ..files import atomic_write_json, atomic_write_text
 from ..spans import Entity, Record
 from .metrics import error_summary, span_report
-from .relations import relation_report
+from .relations import headline, relation_report
 
 log = logging.getLogger("globalpointer")
 
@@ -28,6 +28,12 @@ class Evaluation:
 
     def __iter__(self):
         return iter((self.records, self.predicted, self.report, self.seconds))
+
+    @property
+    def headline(self) -> dict:
+        """The micro scores the model is chosen by: a relation model's strict triples (``report["relations"]
+        ["micro"]``; ``report["micro"]`` is its entities'), an entity model's spans (``report["micro"]``)."""
+        return headline(self.report)
 
 
 def labelled_records(path: Sources, reading: dict, labels: Sequence[str], trained: bool = True,

@@ -103,9 +103,10 @@ def headline(report: dict) -> dict:
 
 
 def format_reports(report: dict) -> str:
-    """``metrics.format_report``'s entity table, and a relation model's triples after it."""
+    """``metrics.format_report``'s entity table; a relation model's triples first, what it is chosen by,
+    then its entities."""
     text = format_report(report)
-    return text + "\n\n" + format_relation_report(report["relations"]) if "relations" in report else text
+    return format_relation_report(report["relations"]) + "\n\nentities:\n" + text if "relations" in report else text
 
 
 def format_relation_report(report: dict) -> str:

@@ -80,7 +80,9 @@ class Pipeline:
 
     def evaluate(self, path: str):
         """Span precision / recall / F1 on the labelled file ``path``, the error kinds, and what was
-        predicted (``evaluation.evaluate.evaluate_file``: what evaluate.py reports)."""
+        predicted (``evaluation.evaluate.evaluate_file``: what evaluate.py reports).  ``.headline["f1"]``
+        is the score the model is chosen by: a relation model's strict triple F1 (its ``report["relations"]``;
+        ``report["micro"]`` is its entities'), an entity model's span F1."""
         from ..evaluation.evaluate import evaluate_file
 
         return evaluate_file(self, path)

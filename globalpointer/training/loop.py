@@ -19,7 +19,7 @@ from ..config import RunConfig, flatten_config, require_files, yaml_scalar
 from ..corpus import check_types, featurizer_for, infer_labels, load_sources, resolve_tokenization
 from ..data.batching import collate, length_grouped_batches
 from ..data.features import Featurizer
-from ..data.sources import check_declared, source_paths, sources_name
+from ..data.sources import Sources, check_declared, source_paths, sources_name
 from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
@@ -85,7 +85,8 @@ class Training:
     progress: Progress
     extractor: Extractor
     steps_per_epoch: int
-    epochs: int  # what the run trains: train.epochs, or fewer within train.max_steps (planned_epochs)
+    epochs: int  # what the run trains: train.epochs, more for train.min_steps, fewer within train.max_steps
+    epochs_per_evaluation: int  # 1, or more on a small file (train.min_steps)
     planes: Optional[np.ndarray]  # the types each training record annotates (data/sources.py); None: all
     relation_rows: Optional[np.ndarray]  # a relation model's records whose file has relations (checks.relation_rows)
 
@@ -142,13 +143,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     planes = training_planes(train_records, labels, start, config.model.head)
     pair_rows = relation_rows(train_records, relations)
     check_types(train_records, labels, declared=bool(data.labels))  # the training file first, where a type is new
-    dev_records = labelled_records(data.dev, data.reading, labels, False, bool(data.labels), relations) \
-        if data.dev else []
-    dev_records = measuring_dev(dev_records, train_records, sources_name(data.dev, "data.dev"), relations)
-    test_records = labelled_records(data.test, data.reading, labels, False, bool(data.labels), relations) \
-        if data.test else []
-    if test_records:
-        warn_unmeasured_test(test_records, relations, sources_name(data.test, "data.test"))
+    dev_records, test_records = measuring_files(data, labels, relations, train_records)
     check_position_limit(config, position_limit(encoder.model))
     tokenization = start.trained_for.tokenization if start else resolve_tokenization(data.tokenization,
                                                                                       encoder.tokenizer)
@@ -195,11 +190,40 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     run.start(progress)
     extractor = Extractor.for_run(network, featurizer, trained_for, config)
     return Training(config, runtime, labels, relations, dev_records, test_records, featurizer, windows, alignment, network,
-                    optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs, planes, pair_rows)
+                    optimizer, stepper, run, progress, extractor, steps_per_epoch, epochs,
+                    epochs_per_evaluation(train, steps_per_epoch), planes, pair_rows)
+
+
+def measuring_files(data, labels: List[str], relations: List[str], train_records: List[Record]) -> Tuple[list, list]:
+    """The dev and test records (none without the file), their types checked against the run's; a dev
+    file that cannot choose is dropped and a test file that cannot measure said (``checks``)."""
+    def read(value: Sources) -> List[Record]:
+        return labelled_records(value, data.reading, labels, False, bool(data.labels), relations) if value else []
+
+    dev_records = measuring_dev(read(data.dev), train_records, sources_name(data.dev, "data.dev"), relations)
+    test_records = read(data.test)
+    if test_records:
+        warn_unmeasured_test(test_records, relations, sources_name(data.test, "data.test"))
+    return dev_records, test_records
+
+
+def epochs_per_evaluation(train, steps_per_epoch: int) -> int:
+    """1, or for a training file too small for ``train.min_steps`` in ``train.epochs``: the epochs each of
+    the ``train.epochs`` evaluations follows, so that together they reach ``train.min_steps`` steps."""
+    if not train.min_steps or steps_per_epoch * train.epochs >= train.min_steps:
+        return 1
+    return math.ceil(train.min_steps / (steps_per_epoch * train.epochs))
 
 
 def planned_epochs(train, steps_per_epoch: int) -> int:
-    """``train.epochs``, or fewer: the whole epochs that first reach ``train.max_steps`` steps."""
+    """``train.epochs``; more for a small file (``epochs_per_evaluation``: a multiple reaching
+    ``train.min_steps``), fewer for a large one: the whole epochs that first reach ``train.max_steps``."""
+    repeats = epochs_per_evaluation(train, steps_per_epoch)
+    if repeats > 1:
+        log.info("training length: %d epochs of %d steps, an evaluation after every %d, to reach train.min_steps "
+                 "(%d) on a small training file (train.epochs %d is the number of evaluations)", train.epochs * repeats,
+                 steps_per_epoch, repeats, train.min_steps, train.epochs)
+        return train.epochs * repeats
     if not train.max_steps or steps_per_epoch * train.epochs <= train.max_steps:
         return train.epochs
     epochs = math.ceil(train.max_steps / steps_per_epoch)
@@ -280,7 +304,7 @@ def interval_mean(losses: List[float]) -> float:
 def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     """The steps, ``train.grad_accum_steps`` batches each (an epoch's last step takes what is left),
     from where the run stands; yields the mean training loss since the last evaluation whenever one is
-    due (every ``train.eval_every`` steps, else at each epoch's end), and returns when the epochs are
+    due (every ``train.eval_every`` steps, else after every ``epochs_per_evaluation`` epochs), and returns when the epochs are
     done (after one more evaluation for steps since the last) or a stop is requested.  The consumer
     may stop early by leaving the loop."""
     config, progress, train = state.config, state.progress, state.config.train
@@ -311,7 +335,7 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
                 log.info("epoch %d of %d done: step %d, loss %.4f, %.1f windows/s", progress.epoch, state.epochs,
                          progress.global_step, mean(losses) if losses else float("nan"),
                          progress.windows_per_second())
-            if not train.eval_every:
+            if not train.eval_every and progress.epoch % state.epochs_per_evaluation == 0:
                 yield interval_mean(losses)
     if progress.evaluated_step != progress.global_step and not stop.requested:
         yield mean(losses)  # no batches since the last evaluation (a resumed run's last step): 0
@@ -334,7 +358,8 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
 
 
 def evaluate_and_save(state: Training, train_loss: float) -> bool:
-    """Dev F1, a metrics row, the best and last checkpoints; True when patience has run out."""
+    """Dev F1, a metrics row, the best and last checkpoints; True when patience has run out, and at least
+    ``train.min_steps`` steps are trained (the dev F1 of a few texts stalls a while early on)."""
     network, progress, train = state.network, state.progress, state.config.train
     check_finite_weights(network, progress.global_step, train)
     with progress.evaluation_time():
@@ -342,7 +367,7 @@ def evaluate_and_save(state: Training, train_loss: float) -> bool:
         improved = progress.record_evaluation(f1)
         state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch)
     state.run.save_last(network, state.optimizer, progress)
-    return 0 < train.patience <= progress.evals_since_best
+    return 0 < train.patience <= progress.evals_since_best and progress.global_step >= train.min_steps
 
 
 def added_types_at_best(state: Training) -> dict:

@@ -1,0 +1,89 @@
+"""Relation models on sets nobody tuned on (docs/results.md, "Relations on small and new sets").
+
+    python bench/small_relations.py --sets hand,conll04:30,conll04:100 --out runs/small-relations
+    python bench/small_relations.py --sets conll04:30 --set train.head_lr=3e-3 --out runs/small-relations-lr
+
+Each set is trained with a config that sets only its data (as a user's first config does), and any
+``--set``: ``hand`` is ``data/hand-relations`` (24 sentences written for it), ``SET:N`` the first N
+texts of a public relation set's training file (``conll04``, ``scierc``, ``duie2-subset``) with the
+first ``--dev`` texts of its dev file.  Prints, per run, the best dev strict triple F1, the epoch it
+was reached at, the epochs run, and the dev triple F1 after each epoch.
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+
+import yaml
+
+from common import SHARED, Rows
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEV_FILES = {"conll04": "valid.json", "scierc": "dev.json", "duie2-subset": "dev.json"}
+
+
+def records_of(path: str):
+    """A relation file's records as the readers give them (JSON lines or a JSON array)."""
+    text = open(path, encoding="utf-8").read()
+    return json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines()
+                                                                   if line.strip()]
+
+
+def slice_file(source: str, count: int, target: str) -> str:
+    with open(target, "w", encoding="utf-8") as out:
+        for record in records_of(source)[:count]:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return target
+
+
+def set_files(name: str, out: str, dev_count: int):
+    """(train, dev) of a set named on the command line."""
+    if name == "hand":
+        folder = os.path.join(ROOT, "data", "hand-relations")
+        return os.path.join(folder, "train.json"), os.path.join(folder, "dev.json")
+    corpus, count = name.split(":")
+    folder = os.path.join(SHARED, "relations", corpus)
+    train = slice_file(os.path.join(folder, "train.json"), int(count), os.path.join(out, f"{corpus}-{count}.train.json"))
+    dev = slice_file(os.path.join(folder, DEV_FILES[corpus]), dev_count, os.path.join(out, f"{corpus}.dev.json"))
+    return train, dev
+
+
+def train_run(run: str, train: str, dev: str, overrides) -> dict:
+    from globalpointer.cli import train_main
+
+    config = os.path.join(run + ".yaml")
+    with open(config, "w", encoding="utf-8") as out:
+        yaml.safe_dump({"data": {"train": train, "dev": dev}, "output_dir": run}, out)
+    started = time.perf_counter()
+    arguments = ["--config", config, "--overwrite"] + [part for o in overrides for part in ("--set", o)]
+    if train_main(arguments) != 0:
+        raise SystemExit(f"{run}: training failed")
+    summary = json.load(open(os.path.join(run, "summary.json"), encoding="utf-8"))
+    with open(os.path.join(run, "metrics.csv"), encoding="utf-8") as metrics:
+        curve = [round(100 * float(row["f1"]), 2) for row in csv.DictReader(metrics)]
+    return {"best": round(100 * summary["best_dev_f1"], 2), "best_eval": curve.index(max(curve)) + 1 if curve else 0,
+            "evals": len(curve), "steps": summary["steps"], "seconds": round(time.perf_counter() - started),
+            "curve": " ".join(map(str, curve))}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default="hand,conll04:30,conll04:100")
+    parser.add_argument("--dev", type=int, default=100, help="dev texts of a public set")
+    parser.add_argument("--set", action="append", default=[], help="a config override for every run")
+    parser.add_argument("--out", default="runs/small-relations")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = Rows()
+    for name in args.sets.split(","):
+        train, dev = set_files(name, args.out, args.dev)
+        run = os.path.join(args.out, name.replace(":", "-"))
+        rows.add({"set": name, "settings": " ".join(args.set) or "defaults", **train_run(run, train, dev, args.set)})
+    rows.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
