@@ -136,9 +136,10 @@ def quickstart_first_epoch(tmp_path_factory):
     return built_once(tmp_path_factory, "quickstart-first-epoch", build)
 
 
-# The longest files first (docs/performance.md#the-test-suite): with pytest-xdist (-n 2 --dist loadfile, as
-# .ci/run runs the suite) each worker starts on one at once and the other files fill in beside them, so
-# that neither is left to run alone at the end
+# The longest files first (docs/performance.md#the-test-suite): with pytest-xdist (-n 2 --dist loadfile
+# --no-loadscope-reorder, as .ci/run runs the suite; xdist otherwise puts the files with most tests first)
+# each worker starts on one at once and the other files fill in beside them, so that neither is left to run
+# alone at the end
 LONGEST_FIRST = ("test_package.py", "test_int8_emulated.py")
 
 

@@ -79,7 +79,9 @@ def forward_backward(trained, head, inputs: dict, gold: paddle.Tensor, dtype: Op
     (``batching.collate``)."""
     with paddle.amp.auto_cast(enable=dtype is not None, dtype=dtype or "float16", level="O1"):
         logits = trained(**inputs)
-    targets = {"pairs": pairs, "pair_planes": pair_planes} if pairs is not None else {}
+    targets = {"pairs": pairs} if pairs is not None else {}
+    if pair_planes is not None:  # only where a file without relations is trained (heads of peers take none)
+        targets["pair_planes"] = pair_planes
     loss, dropped = head.loss(logits, gold, inputs["span_text"], planes, soft, **targets)
     loss = loss / accumulation
     (scaler.scale(loss) if scaler else loss).backward()
