@@ -37,6 +37,7 @@ def test_a_typo_in_data_labels_is_blamed_on_the_first_file_that_holds_the_type(t
     assert "dev.jsonl" not in err
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_bad_training_record_stops_or_is_skipped_and_counted(tmp_path, capsys, caplog):
     config = tiny_config(tmp_path, train__epochs=1)
     train = tmp_path / "train.jsonl"

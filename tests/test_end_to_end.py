@@ -88,6 +88,7 @@ def test_checkpoint_errors_are_clear(tmp_path, capsys):
     assert "missing model.safetensors" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_without_dev_the_last_model_is_kept_and_reruns_start_fresh(tmp_path):
     config = tiny_config(tmp_path, train__epochs=2)
     for extra in ([], ["--overwrite"]):  # the second run replaces the first: one metrics row per epoch, not four
@@ -110,6 +111,7 @@ def test_learning_curve_plot(trained):
     assert len(colours) > 20  # curves, axes and labels drawn, not a blank page
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_early_stopping_after_patience_evaluations_without_gain(tmp_path):
     # rates too small to move a prediction: the dev F1 never changes, so only the first evaluation
     # counts as an improvement (both rates 0 is a config error)

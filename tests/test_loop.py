@@ -1,5 +1,6 @@
 """training/loop.py and step.py: a run that diverges stops in one line and keeps nothing from the
 diverged weights."""
+import pytest
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -64,6 +65,7 @@ def test_the_planned_length_is_the_whole_epochs_that_reach_max_steps_or_min_step
         assert planned * steps_per_epoch >= max_steps > (planned - 1) * steps_per_epoch
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_max_steps_trains_what_as_many_epochs_would(tmp_path):
     """A run cut to 2 epochs by train.max_steps is the run of train.epochs 2: the same steps, the same
     schedule, the same weights; its summary says what it planned."""

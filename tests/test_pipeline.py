@@ -117,6 +117,7 @@ def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained
     assert yaml.safe_load((old / "config.yaml").read_text())["model"]["decode"] == "auto"
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_min_score_is_the_probability_every_entity_shows(trained, tmp_path, caplog):
     """model.min_score replaced model.threshold (a logit): a checkpoint whose config still says
     threshold predicts exactly what it did, read as min_score = sigmoid(threshold)."""

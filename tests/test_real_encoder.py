@@ -1,13 +1,17 @@
-"""The bundled Chinese encoder through every command, briefly, in the fast subset: what only a real
-encoder shows (its tokenizer's files, its conversion, its ONNX graph) is caught before the slow tests."""
+"""The bundled Chinese encoder through every command, briefly: what only a real encoder shows (its
+tokenizer's files, its conversion, its ONNX graph), in a minute of the full suite (the fast subset's
+tiny encoder leaves it out)."""
 import json
 
 import globalpointer
 from globalpointer.cli import evaluate_main, predict_main, train_main
 from globalpointer.cli import main as cli
+import pytest
 import yaml
 
 from helpers import ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def test_m3e_small_trains_evaluates_predicts_loads_and_exports(tmp_path, capsys):

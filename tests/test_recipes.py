@@ -93,6 +93,7 @@ def test_layer_wise_rates():
     assert layer_rates([("x.layers.1.w", None)], 1.0, 0.5) == {"x.layers.1.w": 1.0}  # 2 layers, counted from the names
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_recipes_in_the_loop_and_their_keys_in_print_config(tmp_path, capsys):
     from globalpointer.cli import train_main
 
@@ -108,6 +109,7 @@ def test_recipes_in_the_loop_and_their_keys_in_print_config(tmp_path, capsys):
         assert f"\n  {line}  # " in printed, line
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_fgm_with_gradient_accumulation_in_the_loop(tmp_path, monkeypatch):
     """Every batch but the first of an accumulation window sets its earlier gradient aside for the attack."""
     from globalpointer.cli import train_main
@@ -130,6 +132,7 @@ def test_fgm_with_gradient_accumulation_in_the_loop(tmp_path, monkeypatch):
     assert calls["remember_gradient"] == calls["attack"] - summary["steps"]
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path, monkeypatch):
     from globalpointer.cli import train_main
     from globalpointer.training import step

@@ -1,5 +1,6 @@
 """training/run.py: a run directory has one writer, and a finished run or the run's own config is
 never written over by accident."""
+import pytest
 import os
 
 import yaml
@@ -34,6 +35,7 @@ def test_a_second_training_into_a_run_being_written_is_refused(tmp_path, capsys)
     assert train_main(["--config", config]) == 0  # released: the next run may write
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_training_into_a_finished_run_is_refused_without_overwrite(tmp_path, capsys):
     config = tiny_config(tmp_path, train__epochs=1)
     assert train_main(["--config", config]) == 0

@@ -175,6 +175,7 @@ def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
         capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains models of its own: the full suite runs it
 def test_init_from_scores_the_added_types_apart_at_each_evaluation_and_in_the_summary(tmp_path, capsys, caplog):
     first = trained_without_org(tmp_path)
     records = make_records(120, 3)
