@@ -83,6 +83,12 @@ def near_miss(a: str, b: str) -> bool:
     return len(short) >= 2 and any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
+def _near_miss(name: str, known: Sequence[str]) -> str:
+    """", a near miss of 'X': ..." when ``name`` is close to one of ``known`` (a typo), else ""."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f", a near miss of {close[0]!r}: a typo there, or in the record?" if close else ""
+
+
 def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool = False,
                 declared: bool = False, relations: Sequence[str] = ()) -> None:
     """An entity type the model does not know would silently count as a miss forever, and so would a
@@ -95,8 +101,7 @@ def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool 
         for record in records:
             for relation in record.relations:
                 if relation.type not in known_relations:
-                    close = difflib.get_close_matches(relation.type, list(relations), n=1, cutoff=0.6)
-                    near = f", a near miss of {close[0]!r}: a typo there, or in the record?" if close else ""
+                    near = _near_miss(relation.type, relations)
                     whose = "the model's" if trained else "the training data's"
                     raise DataError(f"{record.source}: relation type {relation.type!r} is not among {whose} relation "
                                     f"types ({', '.join(relations)}{near}); the model cannot predict it: rename or "
@@ -105,8 +110,7 @@ def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool 
     for record in records:
         for entity in record.entities:
             if entity.type not in known:
-                close = difflib.get_close_matches(entity.type, list(labels), n=1, cutoff=0.6)
-                near = f", a near miss of {close[0]!r}: a typo there, or in the record?" if close else ""
+                near = _near_miss(entity.type, labels)
                 if trained:
                     where, fix = "the model's types", (f"the model cannot predict it: rename or remove those "
                                                        f"entities, or evaluate a model trained with {entity.type!r}")
