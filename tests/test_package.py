@@ -1,7 +1,7 @@
 """The package as a user installs it: a wheel built from the checkout, installed with the pinned
 requirements and the encoders into a fresh virtualenv, used from a directory outside the checkout: the
-README's quickstart to the digit, its INT8 export kept by --verify on this CPU (on an emulated CPU of the
-other kind of integer kernels: tests/test_int8_emulated.py)."""
+README's quickstart to the digit, its INT8 export kept by --verify on this CPU (on an AVX2 CPU without VNNI, this one or an
+emulated one: tests/test_int8_without_vnni.py)."""
 import json
 import os
 import subprocess
