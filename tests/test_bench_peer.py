@@ -2,11 +2,13 @@
 (tokenizer with offsets, padded batches, the layer's forward, ``gp_decode``): on the same trained network
 it gives the triples this project's Extractor gives, so the prediction speed the comparison reports for
 it is of the same answers."""
+import pytest
 from peer import build_peer_relations
 from synthetic import relation_config, relation_lines
 from vs_paddlenlp_relations import extractor_of, own_pipeline, pipeline_agreement
 
 
+@pytest.mark.slow  # trains models of its own
 def test_the_peers_own_pipeline_gives_our_extractors_triples(tmp_path):
     from globalpointer.config import load_config
     from globalpointer.training.loop import train

@@ -73,6 +73,7 @@ def test_m3e_small_is_a_lowercasing_chinese_bert():
     assert encoder.tokenizer.vocab.token_to_idx["[UNK]"] not in ids
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_two_processes_converting_the_same_encoder_both_get_it(tmp_path, monkeypatch):
     """The ranks of a data-parallel launch convert at the same moment: a second conversion that starts
     while the first is under way (simulated by starting it from inside the first) spoils neither."""

@@ -242,6 +242,7 @@ def test_an_int8_model_runs_float32_on_a_cpu_of_other_integer_kernels_unless_tol
     assert ner.config.inference.precision == "int8"
 
 
+@pytest.mark.slow  # quantizes with NNCF
 def test_openvino_int8_export_keeps_f1_and_is_chosen_for_int8(trained, tmp_path, capfd):
     pytest.importorskip("openvino")
     pytest.importorskip("nncf")

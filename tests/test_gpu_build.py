@@ -78,6 +78,7 @@ def test_without_a_visible_gpu_auto_is_the_cpu():
     assert choose_device("auto") == "cpu"
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_a_command_says_which_device_runs_it_once_without_paddles_warning(trained, tmp_path):
     """The GPU build without a visible GPU warned "your CUDA device is not set properly" at every
     command; the runtime's log line says it instead, once."""

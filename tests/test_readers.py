@@ -154,6 +154,7 @@ def test_limit_reads_first_records(tmp_path):
     assert [r.text for r in read_records(path, limit=3)] == ["t0", "t1", "t2"]
 
 
+@pytest.mark.slow  # reads whole public sets
 def test_real_dataset_counts(shared_data):
     """Entity counts of the shared files match their published statistics."""
     shared_data = shared_data("cmeee/CMeEE_dev.json", "msra", "conll2003/valid.txt", "cluener/train.json")
