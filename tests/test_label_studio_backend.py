@@ -61,13 +61,16 @@ def test_predictions_use_the_projects_names_and_order_the_queue(client_and_model
     for text, prediction in zip(texts, results):
         expected = [e for e in ner(text) if e["type"] in ("LOC", "PER")]  # ORG is not offered by the project
         regions = prediction["result"]
-        assert [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0], r["score"]) for r in regions] == \
-            [(e["start"], e["end"], e["type"], e["score"]) for e in expected]
+        # the backend scores the 8 texts in one pass, ner(text) each alone: the sums of other matrix shapes may
+        # round the sixth decimal the other way
+        assert [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in regions] == \
+            [(e["start"], e["end"], e["type"]) for e in expected]
+        assert [r["score"] for r in regions] == pytest.approx([e["score"] for e in expected], abs=1e-6)
         assert all(r["from_name"] == "ner" and r["to_name"] == "doc" and r["type"] == "labels" for r in regions)
         assert all(text[r["value"]["start"]:r["value"]["end"]] == r["value"]["text"] for r in regions)
         assert prediction["model_version"] == version
         # every task, with entities or without: the text's certainty, which uncertainty sampling opens lowest first
-        assert prediction["score"] == certainty(ner.extractor.records([text], margins=True)[0])
+        assert prediction["score"] == pytest.approx(certainty(ner.extractor.records([text], margins=True)[0]), abs=1e-6)
 
 
 
