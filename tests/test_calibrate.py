@@ -182,6 +182,7 @@ def test_calibrate_needs_data(trained, capsys):
 
 # training's last step ---------------------------------------------------------------------------
 
+@pytest.mark.slow  # trains models of its own
 @pytest.mark.parametrize("kind", ["shared", "per_type"])
 def test_training_fits_on_its_dev_file_what_calibrate_fits(tmp_path, kind, capsys):
     """train.calibrate writes best/thresholds.json: the thresholds `globalpointer calibrate --thresholds

@@ -31,6 +31,7 @@ def test_a_rate_of_five_trains_to_finite_weights(tmp_path, capsys):
     assert all(np.isfinite(value.numpy()).all() for value in state.values())
 
 
+@pytest.mark.slow  # trains models of its own
 def test_early_stopping_without_a_dev_file_says_training_runs_every_epoch(tmp_path, caplog):
     """train.patience watches the dev F1: with no data.dev the run trains every epoch and keeps the
     last, and says so with what to do; with a dev file, or patience 0, nothing is said."""
@@ -103,6 +104,7 @@ def test_training_into_a_file_logs_a_line_per_epoch_and_draws_no_bar(tmp_path, c
     assert [line.split(":")[0] for line in epochs] == ["epoch 1 of 2 done", "epoch 2 of 2 done"], epochs
 
 
+@pytest.mark.slow  # trains models of its own
 def test_a_dev_file_that_cannot_measure_is_said_and_chooses_nothing(tmp_path, caplog):
     """A dev file without entities (F1 0 at every evaluation) or made of training texts (F1 of memory)
     is said before training, and the run trains every epoch and keeps the last, as without one."""
@@ -123,6 +125,7 @@ def test_a_dev_file_that_cannot_measure_is_said_and_chooses_nothing(tmp_path, ca
     assert "train.jsonl: every one of its 240 texts is a training text" in caplog.text
 
 
+@pytest.mark.slow  # trains models of its own
 def test_a_small_file_reaches_min_steps_with_train_epochs_evaluations(tmp_path):
     """24 texts, 3 steps an epoch (18 in train.epochs 6): train.min_steps 40 repeats the epochs so that each
     of the 6 evaluations follows 3 epochs (9 steps), 54 steps in all."""

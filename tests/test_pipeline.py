@@ -71,6 +71,7 @@ def test_what_users_pass_gets_entities_or_a_message_that_says_what_to_pass(train
     assert repr(ner).startswith(f"Pipeline({str(trained / 'run' / 'best')!r}, backend='dynamic', device='cpu'")
 
 
+@pytest.mark.slow  # trains models of its own
 def test_a_model_trained_on_flat_entities_predicts_flat_ones_unless_told(trained, tmp_path):
     """model.decode auto: the checkpoint records the share of training entities that overlap another;
     with none, or a stray one (CLUENER's training file: 3 of 23,971 entities), predictions have none

@@ -96,6 +96,7 @@ def half_and_half(tmp_path):
     return write_jsonl(tmp_path / "per.jsonl", first), write_jsonl(tmp_path / "loc.jsonl", second)
 
 
+@pytest.mark.slow  # trains models of its own
 def test_training_and_evaluating_on_entries_that_declare_their_types(tmp_path, capsys):
     per, loc = half_and_half(tmp_path)
     dev = write_jsonl(tmp_path / "dev.jsonl", [{**r, "entities": [e for e in r["entities"] if e["type"] != "ORG"]}
@@ -158,6 +159,7 @@ def test_init_from_keeps_the_trained_types_exactly_and_adds_the_new_ones(tmp_pat
     assert state.planes is not None and state.planes[:, :2].sum() == 0  # the ORG file teaches nothing of LOC, PER
 
 
+@pytest.mark.slow  # trains models of its own
 def test_init_from_trains_and_refuses_another_head(tmp_path, capsys):
     first = trained_without_org(tmp_path)
     orgs = [{**r, "entities": [e for e in r["entities"] if e["type"] == "ORG"]} for r in make_records(120, 3)]
@@ -232,6 +234,7 @@ def test_init_from_never_writes_into_the_model_it_starts_from(tmp_path, capsys):
     assert snapshot(first.parent) == before
 
 
+@pytest.mark.slow  # trains models of its own
 def test_init_from_refuses_what_the_run_would_not_honour(tmp_path, capsys):
     """The trained model fixes its tokenization and its encoder: another value is one line, before any work."""
     first = trained_without_org(tmp_path)
