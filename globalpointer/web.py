@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from .errors import UserError
 
@@ -85,15 +85,17 @@ def check_address(url: str, where: str) -> urllib.parse.SplitResult:
 
 
 def fetch(request, timeout: float, max_bytes: int, what_to_check: str, deadline_s: Optional[float] = None,
-          secrets: Sequence[str] = ()) -> bytes:
+          secrets: Sequence[str] = (), min_rate: Optional[Tuple[int, float]] = None) -> bytes:
     """The body of ``request`` (a URL or a ``urllib.request.Request``), at most ``max_bytes`` and, with
-    ``deadline_s``, all of it within that many seconds (each read also within ``timeout``).  Every way
-    it can fail (refused, timed out, an HTTP error status, a protocol error, a bad URL, too big, too
-    slow) is one OutgoingError that names the address and ``what_to_check``; an error body is quoted
-    cut and redacted (``secrets``: values that must never appear, such as the token sent)."""
+    ``deadline_s``, all of it within that many seconds (each read also within ``timeout``); with
+    ``min_rate`` (bytes, seconds), at least that many bytes in every such span.  Every way it can fail
+    (refused, timed out, an HTTP error status, a protocol error, a bad URL, too big, too slow) is one
+    OutgoingError that names the address and ``what_to_check``; an error body is quoted cut and
+    redacted (``secrets``: values that must never appear, such as the token sent)."""
     url = request.full_url if isinstance(request, urllib.request.Request) else request
     shown = redacted(url, secrets)
     started = time.monotonic()
+    span_started, span_size = started, 0  # the span min_rate is measured over
     try:
         with OPENER.open(request, timeout=timeout) as answer:
             chunks, size = [], 0
@@ -106,9 +108,16 @@ def fetch(request, timeout: float, max_bytes: int, what_to_check: str, deadline_
                 size += len(chunk)
                 if size > max_bytes:
                     raise OutgoingError(f"{shown}: the answer is over {max_bytes:,} bytes; check {what_to_check}")
-                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                now = time.monotonic()
+                if deadline_s is not None and now - started > deadline_s:
                     raise OutgoingError(f"{shown}: the answer took over {deadline_s:g} s; check {what_to_check} "
                                         f"(a mirror that is too slow: download the file another way)")
+                if min_rate is not None and now - span_started >= min_rate[1]:
+                    if size - span_size < min_rate[0]:
+                        raise OutgoingError(f"{shown}: {size - span_size:,} bytes arrived in {now - span_started:.0f} s "
+                                            f"(under {min_rate[0]:,} in {min_rate[1]:g} s); check {what_to_check} (a "
+                                            f"mirror that is too slow: download the file another way)")
+                    span_started, span_size = now, size
             return b"".join(chunks)
     except urllib.error.HTTPError as error:
         try:

@@ -185,11 +185,12 @@ class Service:
 
 def unrecorded(checkpoint):
     """``checkpoint`` (a Path) as a model of an earlier version writes it: checkpoint.json without the
-    sizes of the other files, which every open checks (``model_directory.layout.check_model_files``)."""
-    from globalpointer.model_directory.layout import CHECKED_FILES
+    sizes and digests of the other files, which every open checks (``model_directory.layout.check_model_files``)."""
+    from globalpointer.model_directory.layout import CHECKED_DIGESTS, CHECKED_FILES
 
     info = json.loads((checkpoint / "checkpoint.json").read_text())
     info.pop(CHECKED_FILES, None)
+    info.pop(CHECKED_DIGESTS, None)
     (checkpoint / "checkpoint.json").write_text(json.dumps(info))
     return checkpoint
 

@@ -127,6 +127,109 @@ def test_any_file_of_a_model_directory_damaged_is_refused_in_one_line_by_every_r
             assert len(errors) == 3 and all(said in line for line in errors), errors
 
 
+def test_any_file_altered_at_its_size_is_refused_naming_it(trained, tmp_path, capsys):
+    """The record holds each file's SHA-256 as well as its size: a file rewritten at its byte size (labels.json
+    in another order, a byte of the weights changed) is refused before any work in one line naming it, by
+    globalpointer.load for every file of a checkpoint and an export, and by predict, evaluate and serve."""
+    import globalpointer
+
+    export = tmp_path / "export"
+    assert cli(["export", "--model", str(trained / "run" / "best"), "--output", str(export), "--onnx"]) == 0
+    for source in (trained / "run" / "best", export):
+        for name in every_file(source):
+            if name == "thresholds.json":  # calibrate rewrites it in place; its reader checks it whole
+                continue
+            copy = tmp_path / "copy"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(source, copy)
+            content = (copy / name).read_bytes()
+            middle = len(content) // 2
+            (copy / name).write_bytes(content[:middle] + bytes([content[middle] ^ 1]) + content[middle + 1:])
+            with pytest.raises(CheckpointError) as error:
+                globalpointer.load(str(copy))
+            said = f"{copy / name} is not the file "
+            assert str(error.value).startswith(said) and "\n" not in str(error.value), error.value
+    copy = tmp_path / "reordered"
+    shutil.copytree(trained / "run" / "best", copy)
+    labels = json.loads((copy / "labels.json").read_text(encoding="utf-8"))
+    (copy / "labels.json").write_text(json.dumps(labels[::-1], ensure_ascii=False, indent=1), encoding="utf-8")
+    assert (copy / "labels.json").stat().st_size == (trained / "run" / "best" / "labels.json").stat().st_size
+    capsys.readouterr()
+    assert predict_main(["--model", str(copy), "--input", "-"]) == 2
+    assert evaluate_main(["--model", str(copy), "--data", str(trained / "dev.jsonl")]) == 2
+    assert cli(["serve", "--model", str(copy), "--port", "0"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 3 and all(f"{copy / 'labels.json'} is not the file checkpoint.json records" in line
+                                    for line in errors), errors
+
+
+def test_a_file_put_into_a_model_directory_is_refused_or_never_read(trained, tmp_path):
+    """A relations.json added to an entity model's folder is refused naming it (not blamed on the weights);
+    a link or a pipe where the record lists a file is refused naming it, without waiting on the pipe; a
+    file no reader opens is left alone."""
+    import globalpointer
+
+    best = trained / "run" / "best"
+    copy = tmp_path / "best"
+    shutil.copytree(best, copy)
+    (copy / "README.md").write_text("notes of the user\n", encoding="utf-8")
+    assert globalpointer.load(str(copy))("北京") is not None  # what no reader opens changes nothing
+    (copy / "relations.json").write_text(json.dumps(["出生地"]), encoding="utf-8")
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'relations.json'} is not among the files checkpoint.json "
+                                              rf"records: it was put there after"):
+        globalpointer.load(str(copy))
+    (copy / "relations.json").unlink()
+    outside = tmp_path / "vocab.txt"
+    shutil.move(copy / "vocab.txt", outside)
+    os.symlink(outside, copy / "vocab.txt")
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'vocab.txt'} is a link, and checkpoint.json records a file"):
+        globalpointer.load(str(copy))
+    (copy / "vocab.txt").unlink()
+    shutil.move(outside, copy / "vocab.txt")
+    (copy / "labels.json").unlink()
+    os.mkfifo(copy / "labels.json")
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'labels.json'} is not a regular file"):
+        globalpointer.load(str(copy))
+    unrecorded(copy)  # a model of an earlier version, which lists nothing: the pipe is not read either
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'labels.json'} is not a regular file"):
+        globalpointer.load(str(copy))
+
+
+def test_a_service_copies_and_hashes_the_recorded_files_alone(trained, tmp_path, monkeypatch):
+    """A pipe, a link loop and a link to /dev/zero beside a model's files: the service's digest, its watch
+    of the directory and its copy read the files the record lists (and thresholds.json), finish, and
+    copy nothing else."""
+    import threading
+
+    from globalpointer.model_directory.layout import model_file_names
+    from globalpointer.model_directory.served import DirectoryWatch, ServedCopy, content_digest, directory_status
+
+    monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", model)
+    digest = content_digest(str(model))
+    os.mkfifo(model / "pipe")
+    os.symlink(".", model / "again")
+    os.symlink("/dev/zero", model / "zeros")
+    done = {}
+
+    def read_it():
+        status = directory_status(str(model))
+        with ServedCopy(str(model)) as copy:
+            done["copied"] = sorted(os.listdir(copy.path))
+            done["digests"] = (content_digest(str(model)), copy.digest)
+        done["state"] = DirectoryWatch(str(model), digest, status).state()
+
+    reader = threading.Thread(target=read_it, daemon=True)
+    reader.start()
+    reader.join(120)
+    assert not reader.is_alive(), "the service's reading of the directory waited on the pipe or the links"
+    recorded = model_file_names(str(model))
+    assert "checkpoint.json" in recorded and "model.safetensors" in recorded
+    assert done["copied"] == recorded and not {"pipe", "again", "zeros", "README.md"} & set(recorded)
+    assert done["digests"] == (digest, digest) and done["state"] == "unchanged"
+
+
 def test_truncated_weights(checkpoint_copy):
     weights = checkpoint_copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
@@ -191,17 +294,17 @@ def test_a_checkpoint_of_the_pickle_era_is_refused_in_one_line(checkpoint_copy, 
 def test_a_checkpoint_is_hashed_once_while_its_files_are_unchanged(checkpoint_copy, tmp_path, monkeypatch):
     """Compiling and loading both ask for the checkpoint's digest, and so does every later process:
     the weights are read once, and again only after a write."""
-    from globalpointer.model_directory import compiled
+    from globalpointer.model_directory import digests
 
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
     reads = []
-    real = compiled.hash_file
-    monkeypatch.setattr(compiled, "hash_file", lambda path: reads.append(path) or real(path))
+    real = digests.hash_file
+    monkeypatch.setattr(digests, "hash_file", lambda path: reads.append(path) or real(path))
     first = open_model(str(checkpoint_copy)).digest
     assert open_model(str(checkpoint_copy)).digest == first
     weights = str(checkpoint_copy / "model.safetensors")
     assert reads.count(weights) == 1
-    monkeypatch.setattr(compiled, "_FILE_DIGESTS", {})  # as a new process: the cache remembers it
+    monkeypatch.setattr(digests, "_FILE_DIGESTS", {})  # as a new process: the cache remembers it
     assert open_model(str(checkpoint_copy)).digest == first and reads.count(weights) == 1
     content = open(weights, "rb").read()
     with open(weights, "wb") as out:  # the same bytes, written again: read again, the same digest

@@ -42,13 +42,17 @@ class Drip(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_download_has_a_deadline_for_the_whole_answer_and_a_size_bound():
+def test_a_download_has_a_deadline_a_rate_floor_and_a_size_bound():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/set.zip"
     started = time.monotonic()
     with pytest.raises(OutgoingError, match=r"set.zip: the answer took over 1 s"):
         fetch(url, timeout=5, max_bytes=10 ** 9, what_to_check="the mirror", deadline_s=1)
+    assert time.monotonic() - started < 5
+    started = time.monotonic()  # about 20 bytes a second: under 1,000 in any second
+    with pytest.raises(OutgoingError, match=r"set.zip: \d+ bytes arrived in 1 s \(under 1,000 in 1 s\)"):
+        fetch(url, timeout=5, max_bytes=10 ** 9, what_to_check="the mirror", deadline_s=60, min_rate=(1000, 1.0))
     assert time.monotonic() - started < 5
     with pytest.raises(OutgoingError, match=r"set.zip: the answer is over 5 bytes"):
         fetch(url, timeout=5, max_bytes=5, what_to_check="the mirror")

@@ -37,6 +37,9 @@ DOWNLOAD_TIMEOUT_S = 60  # for each read: a server that stops answering
 # for the whole download: a mirror that drips a byte at a time never trips the per-read timeout (the sets are
 # megabytes: minutes on the slowest link that can fetch them at all)
 DOWNLOAD_DEADLINE_S = 1800
+# ... and at least this many bytes in every minute (about 1 KiB/s: below it the largest set, MSRA, would take
+# over 5 hours), so that a mirror dripping a byte at a time stops the command in a minute, not half an hour
+DOWNLOAD_MIN_RATE = (64 * 1024, 60.0)
 
 
 def tsv_to_chars(content: bytes) -> bytes:
@@ -192,7 +195,7 @@ def download(location: str) -> bytes:
     check_address(location, "--from")
     log.info("downloading %s", location)
     return fetch(location, DOWNLOAD_TIMEOUT_S, MAX_ARCHIVE_BYTES, deadline_s=DOWNLOAD_DEADLINE_S,
-                 what_to_check="the URL, or download the archive yourself (a browser, or a mirror) and pass the "
+                 min_rate=DOWNLOAD_MIN_RATE, what_to_check="the URL, or download the archive yourself (a browser, or a mirror) and pass the "
                                "file or the mirror's URL with --from")
 
 

@@ -31,8 +31,9 @@ from ..cpu_math import int8_kernels, read_cpu_info
 from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, contains, directory_being_written,
                      replaceable, swap_in_directory, termination_deferred)
 from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, int8_measurement, model_files, openvino_available
-from ..model_directory.layout import (COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX, ONNX_INT8,
-                                      OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, read_export_info)
+from ..model_directory.layout import (CHECKED_DIGESTS, COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX,
+                                      ONNX_INT8, OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, file_digests,
+                                      read_export_info)
 from ..model.network import INPUTS
 from ..runtime import launch_position
 
@@ -174,12 +175,13 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
 
 
 def write_export_info(directory: str, info: dict) -> None:
-    """export.json: ``info`` and the manifest of the files beside it with their sizes, which each open
+    """export.json: ``info`` and the manifest of the files beside it with their sizes and digests, which each open
     checks (``model_directory.layout.check_model_files``)."""
     files = sorted(name for name in os.listdir(directory) if name not in (EXPORT_INFO, TEMPORARY_MARKER))
     sizes = {name: os.path.getsize(os.path.join(directory, name)) for name in files}
     with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
-        json.dump({**info, MANIFEST_KEY: files, "sizes": sizes}, out, indent=1)
+        json.dump({**info, MANIFEST_KEY: files, "sizes": sizes, CHECKED_DIGESTS: file_digests(directory, files)}, out,
+                  indent=1)
 
 
 def verified_int8(directory: str, data_path: str, tolerance: float) -> dict:

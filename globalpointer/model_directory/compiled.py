@@ -8,12 +8,12 @@ import json
 import logging
 import os
 import shutil
-from typing import Dict, List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 from ..config import RunConfig
 from ..errors import UserError
-from ..files import CACHE_ENV, PARTIAL, PREVIOUS, atomic_write_text, cache_directory, contains, read_json, \
-    remove_abandoned_partials
+from ..files import PARTIAL, PREVIOUS, read_json, remove_abandoned_partials
+from .digests import file_digest, model_cache
 from .layout import COMPILED_FROM, EXPORT_INFO, FORMAT_VERSION, WEIGHTS, recorded_packing
 
 log = logging.getLogger("globalpointer")
@@ -40,63 +40,6 @@ def model_digest(model) -> str:
     digest = hashlib.sha256(file_digest(os.path.join(model.path, WEIGHTS)))
     digest.update(json.dumps(what, sort_keys=True, ensure_ascii=False).encode())
     return digest.hexdigest()
-
-
-# A file is hashed once while it is unchanged, in this process and across processes (a predict that
-# compiles the checkpoint and then loads it asks twice; every predict asks once): the key holds what
-# any write changes (size, modification and change times), and the digest is kept in the cache
-_FILE_DIGESTS: Dict[tuple, bytes] = {}
-
-
-def file_digest(path: str) -> bytes:
-    status = os.stat(path)
-    key = (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
-           status.st_ctime_ns)
-    if key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[key] = _remembered_digest(key) or _remember_digest(key, hash_file(path))
-    return _FILE_DIGESTS[key]
-
-
-def _digest_memo(key: tuple) -> str:
-    """Where the digest of the file ``key`` names is kept; a UserError when the cache lies inside the
-    model directory the file is in (an output inside an input)."""
-    return model_cache(os.path.dirname(key[0]), "digests", hashlib.sha256(repr(key).encode()).hexdigest()[:32])
-
-
-def model_cache(model_path: str, *parts: str) -> str:
-    """``cache_directory(*parts)``, which must not lie inside the model directory it is for: the cache
-    would write into an input (``GLOBALPOINTER_CACHE`` inside a checkpoint wrote compiled/ into it)."""
-    path = cache_directory(*parts)
-    if contains(model_path, path):
-        raise UserError(f"${CACHE_ENV} ({os.environ.get(CACHE_ENV)}) lies inside the model directory {model_path}, "
-                        f"which a cache must not write into: point it elsewhere")
-    return path
-
-
-def _remembered_digest(key: tuple) -> Optional[bytes]:
-    try:
-        with open(_digest_memo(key), encoding="ascii") as handle:
-            digest = bytes.fromhex(handle.read(65))
-        return digest if len(digest) == hashlib.sha256().digest_size else None
-    except (OSError, ValueError, UserError):
-        return None
-
-
-def _remember_digest(key: tuple, digest: bytes) -> bytes:
-    with contextlib.suppress(OSError, UserError):  # a cache that cannot be written: hashed again next time
-        memo = _digest_memo(key)
-        os.makedirs(os.path.dirname(memo), exist_ok=True)
-        atomic_write_text(memo, digest.hex())
-    return digest
-
-
-def hash_file(path: str) -> bytes:
-    """SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.digest()
 
 
 class CompiledProgram(NamedTuple):

@@ -11,7 +11,8 @@ checkpoint's files but its weights, ``EXPORT_PROGRAM`` + ``PARAMS`` (Paddle Infe
 (its manifest with sizes), optionally ``ONNX``, ``ONNX_INT8``, ``OPENVINO_INT8`` + ``OPENVINO_INT8_WEIGHTS``.
 """
 import os
-from typing import Dict, Optional, Tuple
+import stat
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import CheckpointError
 from ..files import TEMPORARY_MARKER, previous_versions, read_json
@@ -31,11 +32,21 @@ CHECKPOINT_INFO = "checkpoint.json"  # resolved tokenization; vocabulary size, c
 TOKENIZER_CONFIG = "tokenizer_config.json"  # PaddleNLP's: whether the tokenizer lower-cases
 METADATA_FILES = (CONFIG, LABELS, CHECKPOINT_INFO, ARCHITECTURE, VOCAB)
 THRESHOLDS = "thresholds.json"  # per-type thresholds written by globalpointer calibrate
-# checkpoint.json and export.json record the size of every other file of their directory (CHECKED_FILES),
-# checked at each open without reading a file; thresholds.json is not among them: calibrate rewrites it in
+# checkpoint.json and export.json record the size (CHECKED_FILES; an export's "sizes") and the SHA-256
+# (CHECKED_DIGESTS) of every other file of their directory, checked at each open (a digest is read again
+# only after a write: digests.file_digest); thresholds.json is not among them: calibrate rewrites it in
 # place, and its reader checks it whole
 CHECKED_FILES = "checked_files"
+CHECKED_DIGESTS = "sha256"
 COMPILED_FROM = "compiled_from"  # export.json of a compiled program: the digest of the checkpoint it came from
+
+
+def _is_regular(path: str) -> bool:
+    """A regular file itself: not a link (whatever it points to), a pipe, a socket, a device or a folder."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def file_record(directory: str) -> Dict[str, int]:
@@ -43,12 +54,23 @@ def file_record(directory: str) -> Dict[str, int]:
     (``check_file_record`` compares them at each open)."""
     return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))
             if name not in (CHECKPOINT_INFO, EXPORT_INFO, THRESHOLDS, TEMPORARY_MARKER)
-        and os.path.isfile(os.path.join(directory, name))}
+            and _is_regular(os.path.join(directory, name))}
 
 
-def check_file_record(directory: str, record: dict, where: str) -> None:
-    """Each file ``record`` (``file_record``, or an export's ``sizes``) lists, at its size: a truncated,
-    emptied or other file is refused in one line naming it, before any work."""
+def file_digests(directory: str, names) -> Dict[str, str]:
+    """The SHA-256 (hex) of each of ``names`` in ``directory``, as written (``CHECKED_DIGESTS``)."""
+    from .digests import hash_file
+
+    return {name: hash_file(os.path.join(directory, name)).hex() for name in names}
+
+
+def check_file_record(directory: str, record: dict, where: str, digests: Optional[dict] = None) -> None:
+    """Each file ``record`` (``file_record``, or an export's ``sizes``) lists, a regular file at its size
+    and, where ``digests`` (``CHECKED_DIGESTS``) are recorded, with its content; no file a reader opens by
+    name that the record does not list.  Anything else is refused in one line naming the file, before
+    any work."""
+    from .digests import file_digest
+
     for name, expected in sorted(record.items()):
         if name == THRESHOLDS:
             continue
@@ -56,29 +78,68 @@ def check_file_record(directory: str, record: dict, where: str) -> None:
             raise CheckpointError(f"{os.path.join(directory, where)} is corrupted: its record of {name} is no size; "
                                   f"restore it from the run")
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise CheckpointError(f"{path} is missing, and {where} lists it; restore it from the run")
+        if os.path.islink(path):
+            raise CheckpointError(f"{path} is a link, and {where} records a file of its own there: a model directory "
+                                  f"holds its files themselves; put the file there (or restore it from the run)")
+        if not _is_regular(path):
+            raise CheckpointError(f"{path} is not a regular file (a pipe, socket, device or folder), and {where} "
+                                  f"records one; restore it from the run")
         size = os.path.getsize(path)
         if size != expected:
             state = "emptied" if size == 0 else f"{size:,} bytes where {expected:,} were written"
             raise CheckpointError(f"{path} is {state} ({where} records it): the file is truncated, emptied or "
                                   f"replaced; restore it from the run, or export or train again")
+        if digests is not None:
+            if not isinstance(digests.get(name), str):
+                raise CheckpointError(f"{os.path.join(directory, where)} is corrupted: it records no SHA-256 of "
+                                      f"{name}; restore it from the run")
+            if file_digest(path).hex() != digests[name]:
+                raise CheckpointError(f"{path} is not the file {where} records: its content differs at the same "
+                                      f"size (SHA-256); restore it from the run, or export or train again")
+    added = [name for name in READ_BY_NAME if name not in record and os.path.lexists(os.path.join(directory, name))]
+    if added:
+        raise CheckpointError(f"{os.path.join(directory, added[0])} is not among the files {where} records: it was "
+                              f"put there after the model was written, and would be read as part of the model; "
+                              f"remove it (or restore the directory from the run)")
 
 
 def check_model_files(directory: str, info: dict, export_info: Optional[dict] = None) -> None:
     """The files of a checkpoint (``export_info`` None; ``info``: its checkpoint.json) or an export,
     against what its checkpoint.json or export.json recorded; a model of an earlier version, which
     records nothing, has its config.yaml checked not to be empty (it would load as the defaults)."""
-    if export_info is None:
-        record, where = info.get(CHECKED_FILES), CHECKPOINT_INFO
-    else:
-        record, where = export_info.get("sizes"), EXPORT_INFO
+    recorded = info if export_info is None else export_info
+    record, where = (info.get(CHECKED_FILES), CHECKPOINT_INFO) if export_info is None else \
+        (export_info.get("sizes"), EXPORT_INFO)
     if isinstance(record, dict):
-        check_file_record(directory, record, where)
+        digests = recorded.get(CHECKED_DIGESTS)
+        if digests is not None and not isinstance(digests, dict):
+            raise CheckpointError(f"{os.path.join(directory, where)} is corrupted: its {CHECKED_DIGESTS} is no "
+                                  f"object of file digests; restore it from the run")
+        check_file_record(directory, record, where, digests)
         return
     path = os.path.join(directory, CONFIG)
     if not os.path.getsize(path):
         raise CheckpointError(f"{path} is emptied: restore it from the run")
+
+
+def model_file_names(directory: str) -> List[str]:
+    """The files the model in ``directory`` is, as a service copies and hashes it: its record
+    (checkpoint.json, or an export's export.json), the files the record lists that are regular files, and
+    thresholds.json; a model of an earlier version, which lists nothing, is its regular files.  Never a
+    link, a pipe or a device, whatever else the directory holds."""
+    for where, key in ((CHECKPOINT_INFO, CHECKED_FILES), (EXPORT_INFO, "sizes")):
+        path = os.path.join(directory, where)
+        if _is_regular(path):
+            try:
+                listed = read_json(path).get(key)
+            except (OSError, ValueError, AttributeError):
+                listed = None
+            if isinstance(listed, dict):
+                names = [where, *listed, THRESHOLDS]
+                return sorted(name for name in set(names) if _is_regular(os.path.join(directory, name)))
+    return sorted(name for name in os.listdir(directory) if _is_regular(os.path.join(directory, name)))
 
 
 def recorded_packing(export_info: dict) -> Optional[bool]:
@@ -98,6 +159,10 @@ FORMAT_VERSION = 1
 
 EXPORT_PROGRAM = "inference.json"  # an export's Paddle Inference program: what makes a directory an export
 EXPORT_INFO = "export.json"  # the files an export wrote (its manifest), and whether it packs texts
+# Files a reader of a model directory opens by their name: one the record does not list was put there
+# after the model was written (a relations.json added to an entity model's folder) and is refused, never read
+READ_BY_NAME = (WEIGHTS, CONFIG, LABELS, RELATIONS, ARCHITECTURE, VOCAB, TOKENIZER_CONFIG, OPTIMIZER_STATE,
+                TRAINER_STATE, EXPORT_PROGRAM, PARAMS, ONNX, ONNX_INT8, OPENVINO_INT8, OPENVINO_INT8_WEIGHTS)
 
 
 def locate_model(model: str) -> Tuple[str, str]:

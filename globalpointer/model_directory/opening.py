@@ -84,9 +84,13 @@ class LoadedModel(NamedTuple):
 
 
 def _check_files(directory: str, names) -> None:
-    missing = [name for name in names if not os.path.isfile(os.path.join(directory, name))]
+    missing = [name for name in names if not os.path.lexists(os.path.join(directory, name))]
     if missing:
         raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
+    odd = [name for name in names if not os.path.isfile(os.path.join(directory, name))]
+    if odd:  # read, a pipe would wait for a writer forever
+        raise CheckpointError(f"{os.path.join(directory, odd[0])} is not a regular file (a pipe, socket, device, "
+                              f"folder or broken link); restore it from the run")
 
 
 def _read_labels(directory: str, name: str = LABELS) -> List[str]:

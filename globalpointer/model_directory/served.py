@@ -14,26 +14,21 @@ import tempfile
 from typing import Optional, Tuple
 
 from ..files import PARTIAL, cache_directory, mark_temporary, remove_abandoned_partials
-from .compiled import hash_file
+from .digests import hash_file
+from .layout import model_file_names
 
 UNCHANGED, REPLACED, REMOVED = "unchanged", "replaced", "removed"  # DirectoryWatch.state()
 
 
 def _files(directory: str):
-    """The model's files under ``directory``, relative and sorted, links followed; a folder that cannot
-    be listed is an OSError, not a silent gap."""
-    def unlisted(error: OSError):
-        raise error
-
-    for root, folders, names in os.walk(directory, followlinks=True, onerror=unlisted):
-        folders.sort()
-        for name in sorted(names):
-            path = os.path.join(root, name)
-            yield os.path.relpath(path, directory), path
+    """The model's files (``layout.model_file_names``: its record, what the record lists, thresholds.json),
+    as (name, path), sorted: never a link, a pipe or anything else the directory holds beside them."""
+    for name in model_file_names(directory):
+        yield name, os.path.join(directory, name)
 
 
 def content_digest(directory: str) -> str:
-    """SHA-256 of every file's name and content under ``directory``: the same for a copy."""
+    """SHA-256 of the model's files' names and contents (``_files``): the same for a copy."""
     digest = hashlib.sha256()
     for relative, path in _files(directory):
         digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + hash_file(path))
@@ -45,7 +40,7 @@ def directory_status(directory: str) -> Optional[tuple]:
     time), without reading a file; None when it is gone."""
     try:
         return tuple((relative, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-                     for relative, status in ((relative, os.stat(path)) for relative, path in _files(directory)))
+                     for relative, status in ((relative, os.lstat(path)) for relative, path in _files(directory)))
     except OSError:
         return None
 
@@ -92,10 +87,9 @@ class ServedCopy(contextlib.AbstractContextManager):
         fcntl.flock(self._held, fcntl.LOCK_SH)  # a live service's copy is never taken for an abandoned one
         self.path = os.path.join(self.folder, os.path.basename(os.path.normpath(source)) or "model")
         try:
-            for relative, path in _files(source):  # links followed: the copy holds the content itself
-                target = os.path.join(self.path, relative)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                shutil.copyfile(path, target)
+            os.makedirs(self.path)
+            for relative, path in _files(source):
+                shutil.copyfile(path, os.path.join(self.path, relative), follow_symlinks=False)
             self.digest = content_digest(self.path)
         except BaseException:
             self.close()

@@ -7,8 +7,8 @@ from ..files import TEMPORARY_MARKER, directory_being_written, swap_in_directory
 from ..model.encoders import Encoder, save_encoder_files
 from ..model.network import SpanNetwork
 from ..model.weights import save_state
-from .layout import (CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES, RELATIONS, TOKENIZER_CONFIG,
-                     WEIGHTS, file_record)
+from .layout import (CHECKED_DIGESTS, CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES,
+                     RELATIONS, TOKENIZER_CONFIG, WEIGHTS, file_digests, file_record)
 from .opening import TrainedFor
 
 
@@ -32,10 +32,11 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
         for name, obj in (extra_json or {}).items():
             with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
                 json.dump(obj, out, indent=1)
+        record = file_record(partial)
         with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:  # last: it lists the rest
             json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
                        "tokenization": trained_for.tokenization,
                        "overlapping_entities": trained_for.overlapping, "word_boundaries": trained_for.words,
                        "overlapping_entity_share": trained_for.overlapping_share,
-                       CHECKED_FILES: file_record(partial)}, out)
+                       CHECKED_FILES: record, CHECKED_DIGESTS: file_digests(partial, record)}, out)
         swap_in_directory(partial, directory)
