@@ -20,11 +20,12 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import paddle
 from paddle.static import InputSpec
 
+from ..model_directory.digests import remember_written
 from ..model_directory.opening import load_checkpoint, open_model
 from ..errors import UserError
 from ..cpu_math import int8_kernels, read_cpu_info
@@ -165,23 +166,25 @@ def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: i
             int8["openvino"] = {"scheme": OPENVINO_SCHEME}
         info = {"format_version": FORMAT_VERSION, "packs_texts": loaded.network.packs_texts,
                 **({INT8_RECORD: int8} if int8 else {}), **({COMPILED_FROM: compiled_from} if compiled_from else {})}
-        write_export_info(partial, info)
+        digests = write_export_info(partial, info)
         if verify:
             for backend, verdict in verified_int8(partial, verify, tolerance).items():
                 int8[backend].update(verdict)
-            write_export_info(partial, info)
+            digests = write_export_info(partial, info)
         swap_in_directory(partial, output)  # an earlier export is swapped out, then removed
+    remember_written(output, digests)
     return sorted(os.listdir(output))
 
 
-def write_export_info(directory: str, info: dict) -> None:
-    """export.json: ``info`` and the manifest of the files beside it with their sizes and digests, which each open
-    checks (``model_directory.layout.check_model_files``)."""
+def write_export_info(directory: str, info: dict) -> Dict[str, str]:
+    """export.json: ``info`` and the manifest of the files beside it with their sizes and digests, which
+    each open checks (``model_directory.layout.check_model_files``); returns the digests."""
     files = sorted(name for name in os.listdir(directory) if name not in (EXPORT_INFO, TEMPORARY_MARKER))
     sizes = {name: os.path.getsize(os.path.join(directory, name)) for name in files}
+    digests = file_digests(directory, files)
     with open(os.path.join(directory, EXPORT_INFO), "w", encoding="utf-8") as out:
-        json.dump({**info, MANIFEST_KEY: files, "sizes": sizes, CHECKED_DIGESTS: file_digests(directory, files)}, out,
-                  indent=1)
+        json.dump({**info, MANIFEST_KEY: files, "sizes": sizes, CHECKED_DIGESTS: digests}, out, indent=1)
+    return digests
 
 
 def verified_int8(directory: str, data_path: str, tolerance: float) -> dict:

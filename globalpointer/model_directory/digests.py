@@ -16,13 +16,25 @@ from ..files import CACHE_ENV, atomic_write_text, cache_directory, contains
 _FILE_DIGESTS: Dict[tuple, bytes] = {}
 
 
-def file_digest(path: str) -> bytes:
+def _key(path: str) -> tuple:
     status = os.stat(path)
-    key = (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
-           status.st_ctime_ns)
+    return (os.path.realpath(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+            status.st_ctime_ns)
+
+
+def file_digest(path: str) -> bytes:
+    key = _key(path)
     if key not in _FILE_DIGESTS:
         _FILE_DIGESTS[key] = _remembered_digest(key) or _remember_digest(key, hash_file(path))
     return _FILE_DIGESTS[key]
+
+
+def remember_written(directory: str, digests: Dict[str, str]) -> None:
+    """The digests (hex, by file name) computed while the files of ``directory`` were written, kept for
+    this process's opens of it: a model saved or exported and then opened is not read twice."""
+    for name, digest in digests.items():
+        with contextlib.suppress(OSError):
+            _FILE_DIGESTS[_key(os.path.join(directory, name))] = bytes.fromhex(digest)
 
 
 def _digest_memo(key: tuple) -> str:

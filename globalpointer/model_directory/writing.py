@@ -9,6 +9,7 @@ from ..model.network import SpanNetwork
 from ..model.weights import save_state
 from .layout import (CHECKED_DIGESTS, CHECKED_FILES, CHECKPOINT_INFO, CONFIG, FORMAT_VERSION, LABELS, METADATA_FILES,
                      RELATIONS, TOKENIZER_CONFIG, WEIGHTS, file_digests, file_record)
+from .digests import remember_written
 from .opening import TrainedFor
 
 
@@ -33,10 +34,12 @@ def write_checkpoint(directory: str, network: SpanNetwork, encoder: Encoder, con
             with open(os.path.join(partial, name), "w", encoding="utf-8") as out:
                 json.dump(obj, out, indent=1)
         record = file_record(partial)
+        digests = file_digests(partial, record)
         with open(os.path.join(partial, CHECKPOINT_INFO), "w", encoding="utf-8") as out:  # last: it lists the rest
             json.dump({"format_version": FORMAT_VERSION, "vocab_tokens": len(encoder.tokenizer.vocab),
                        "tokenization": trained_for.tokenization,
                        "overlapping_entities": trained_for.overlapping, "word_boundaries": trained_for.words,
                        "overlapping_entity_share": trained_for.overlapping_share,
-                       CHECKED_FILES: record, CHECKED_DIGESTS: file_digests(partial, record)}, out)
+                       CHECKED_FILES: record, CHECKED_DIGESTS: digests}, out)
         swap_in_directory(partial, directory)
+    remember_written(directory, digests)
