@@ -118,7 +118,10 @@ def main() -> None:
     from common import interleaved_medians
     from globalpointer.corpus import load_records
     from globalpointer.cpu_math import int8_kernels, read_cpu_info
-    from globalpointer.deploy.export import calibration_texts_of, export_checkpoint, quantize_onnx, quantize_openvino
+    from globalpointer.deploy.export import (calibration_texts_of, export_checkpoint, quantize_onnx, quantize_openvino,
+                                             write_export_info)
+    from globalpointer.files import MANIFEST_KEY
+    from globalpointer.model_directory.layout import CHECKED_DIGESTS, read_export_info
     from globalpointer.model.backends import model_files
 
     work = tempfile.mkdtemp(prefix="int8-cpus-")
@@ -141,6 +144,9 @@ def main() -> None:
                 quantize_openvino(directory, calibration_texts_of(args.calibration), args.calibration, scheme)
             else:
                 quantize_onnx(directory, scheme)
+            # the export's record written again for the model added beside it, its info kept
+            write_export_info(directory, {key: value for key, value in read_export_info(directory).items()
+                                          if key not in (MANIFEST_KEY, "sizes", CHECKED_DIGESTS)})
             f1, _, ner = scored(directory, args.data, "int8", backend)
             seconds = interleaved_medians({"float32": lambda: float32_ner.extractor.extract(texts),
                                            "int8": lambda: ner.extractor.extract(texts)}, args.repeats)

@@ -163,6 +163,20 @@ def test_any_file_altered_at_its_size_is_refused_naming_it(trained, tmp_path, ca
                                     for line in errors), errors
 
 
+def test_a_relation_models_types_reordered_at_their_size_are_refused(relation_run, tmp_path):
+    """relations.json in another order, at its byte size, would name every triple's relation wrongly."""
+    import globalpointer
+
+    copy = tmp_path / "best"
+    shutil.copytree(relation_run / "run" / "best", copy)
+    relations = json.loads((copy / "relations.json").read_text(encoding="utf-8"))
+    size = (copy / "relations.json").stat().st_size
+    (copy / "relations.json").write_text(json.dumps(relations[::-1], ensure_ascii=False, indent=1), encoding="utf-8")
+    assert relations[::-1] != relations and (copy / "relations.json").stat().st_size == size
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'relations.json'} is not the file checkpoint.json records"):
+        globalpointer.load(str(copy))
+
+
 def test_a_file_put_into_a_model_directory_is_refused_or_never_read(trained, tmp_path):
     """A relations.json added to an entity model's folder is refused naming it (not blamed on the weights);
     a link or a pipe where the record lists a file is refused naming it, without waiting on the pipe; a
@@ -174,6 +188,8 @@ def test_a_file_put_into_a_model_directory_is_refused_or_never_read(trained, tmp
     shutil.copytree(best, copy)
     (copy / "README.md").write_text("notes of the user\n", encoding="utf-8")
     assert globalpointer.load(str(copy))("北京") is not None  # what no reader opens changes nothing
+    assert cli(["export", "--model", str(copy), "--output", str(tmp_path / "export")]) == 0
+    assert not (tmp_path / "export" / "README.md").exists()  # nor is it shipped: an export holds the model
     (copy / "relations.json").write_text(json.dumps(["出生地"]), encoding="utf-8")
     with pytest.raises(CheckpointError, match=rf"^{copy / 'relations.json'} is not among the files checkpoint.json "
                                               rf"records: it was put there after"):

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from helpers import CHROMIUM, HEADLESS, ROOT, Service, call, free_port
+from helpers import CHROMIUM, HEADLESS, ROOT, Service, call, free_port, rerecorded
 
 pytestmark = pytest.mark.slow  # subprocesses / services: python -m pytest -m "not slow" leaves them out
 
@@ -172,8 +172,9 @@ def test_workers_share_the_cores_and_a_worker_that_cannot_start_stops_the_servic
     broken = tmp_path / "broken"
     shutil.copytree(trained / "run" / "best", broken)
     weights = next(broken.glob("*.safetensors"))
-    content = weights.read_bytes()  # the files are all there, at their sizes: only loading the weights fails
+    content = weights.read_bytes()  # the files are all there, as recorded: only loading the weights fails
     weights.write_bytes(b"\xff" * 100 + content[100:])
+    rerecorded(broken)
     process = subprocess.run([sys.executable, "-m", "globalpointer", "serve", "--model", str(broken), "--port",
                               str(free_port()), "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert process.returncode == 2 and "a worker process could not start" in process.stderr, process.stderr

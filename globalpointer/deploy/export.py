@@ -34,7 +34,7 @@ from ..files import (MANIFEST_KEY, TEMPORARY_MARKER, check_writable_location, co
 from ..model.backends import BACKENDS, INT8_RECORD, int8_backends, int8_measurement, model_files, openvino_available
 from ..model_directory.layout import (CHECKED_DIGESTS, COMPILED_FROM, EXPORT_INFO, EXPORT_PROGRAM, FORMAT_VERSION, ONNX,
                                       ONNX_INT8, OPENVINO_INT8, PARAMS, THRESHOLDS, WEIGHTS, file_digests,
-                                      read_export_info)
+                                      model_file_names, read_export_info)
 from ..model.network import INPUTS
 from ..runtime import launch_position
 
@@ -104,17 +104,13 @@ def check_export_target(output: str, checkpoint: str, requested: str = "") -> No
 
 
 def copy_checkpoint_files(checkpoint: str, target: str) -> List[str]:
-    """The checkpoint's configuration and tokenizer files (not its weights: the program has them).  A
-    symbolic link is not followed: what it points to may be anything on this machine (a key, say),
-    and an export is made to be shipped.  Returns the links left out."""
-    links = []
-    for name in sorted(os.listdir(checkpoint)):
-        path = os.path.join(checkpoint, name)
-        if os.path.islink(path):
-            links.append(name)
-        elif name != WEIGHTS and os.path.isfile(path):
-            shutil.copy(path, target)
-    return links
+    """The checkpoint's files as its record lists them (``layout.model_file_names``), but its weights (the
+    program has them).  A symbolic link is not followed: what it points to may be anything on this
+    machine (a key, say), and an export is made to be shipped.  Returns the links left out."""
+    for name in model_file_names(checkpoint):
+        if name != WEIGHTS:
+            shutil.copy(os.path.join(checkpoint, name), target)
+    return sorted(name for name in os.listdir(checkpoint) if os.path.islink(os.path.join(checkpoint, name)))
 
 
 def export_checkpoint(checkpoint: str, output: str, onnx: bool = False, opset: int = 17,
