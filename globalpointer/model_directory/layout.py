@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import CheckpointError
 from ..files import TEMPORARY_MARKER, previous_versions, read_json
+from .digests import file_digest, hash_file
 
 WEIGHTS = "model.safetensors"  # safetensors: read as data, never executed
 CONFIG = "config.yaml"
@@ -59,8 +60,6 @@ def file_record(directory: str) -> Dict[str, int]:
 
 def file_digests(directory: str, names) -> Dict[str, str]:
     """The SHA-256 (hex) of each of ``names`` in ``directory``, as written (``CHECKED_DIGESTS``)."""
-    from .digests import hash_file
-
     return {name: hash_file(os.path.join(directory, name)).hex() for name in names}
 
 
@@ -69,8 +68,6 @@ def check_file_record(directory: str, record: dict, where: str, digests: Optiona
     and, where ``digests`` (``CHECKED_DIGESTS``) are recorded, with its content; no file a reader opens by
     name that the record does not list.  Anything else is refused in one line naming the file, before
     any work."""
-    from .digests import file_digest
-
     for name, expected in sorted(record.items()):
         if name == THRESHOLDS:
             continue
