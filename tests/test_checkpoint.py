@@ -198,7 +198,7 @@ def test_a_file_put_into_a_model_directory_is_refused_or_never_read(trained, tmp
     outside = tmp_path / "vocab.txt"
     shutil.move(copy / "vocab.txt", outside)
     os.symlink(outside, copy / "vocab.txt")
-    with pytest.raises(CheckpointError, match=rf"^{copy / 'vocab.txt'} is a link, and checkpoint.json records a file"):
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'vocab.txt'} is a link: a model directory holds"):
         globalpointer.load(str(copy))
     (copy / "vocab.txt").unlink()
     shutil.move(outside, copy / "vocab.txt")
@@ -208,6 +208,12 @@ def test_a_file_put_into_a_model_directory_is_refused_or_never_read(trained, tmp
         globalpointer.load(str(copy))
     unrecorded(copy)  # a model of an earlier version, which lists nothing: the pipe is not read either
     with pytest.raises(CheckpointError, match=rf"^{copy / 'labels.json'} is not a regular file"):
+        globalpointer.load(str(copy))
+    (copy / "labels.json").unlink()
+    shutil.copy(trained / "run" / "best" / "labels.json", copy / "labels.json")
+    shutil.move(copy / "checkpoint.json", tmp_path / "checkpoint.json")  # the record itself, a link out
+    os.symlink(tmp_path / "checkpoint.json", copy / "checkpoint.json")
+    with pytest.raises(CheckpointError, match=rf"^{copy / 'checkpoint.json'} is a link: a model directory holds"):
         globalpointer.load(str(copy))
 
 

@@ -123,3 +123,14 @@ def test_a_read_only_location_is_one_line(trained, tmp_path, monkeypatch, capsys
     assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(tmp_path / "in.txt"),
                          "--output", str(tmp_path / "out.jsonl")]) == 2
     assert "Read-only file system; choose a location that can be written" in capsys.readouterr().err
+
+
+def test_predict_refuses_a_file_in_another_encoding_in_one_line(trained, tmp_path, capsys):
+    source = tmp_path / "pool.txt"
+    source.write_bytes("Beijing\n".encode() + "李四去了广州\n".encode("gbk"))
+    assert predict_main(["--model", str(trained / "run" / "best"), "--input", str(source),
+                         "--output", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {source}:2: not UTF-8 at byte 0 of the line: the file must be UTF-8; convert it "
+                   f"(iconv -f GBK -t UTF-8, or from the encoding it is in)"], err
+    assert not (tmp_path / "out.jsonl").exists()

@@ -60,7 +60,9 @@ def test_a_wheel_installs_and_works_from_any_directory(tmp_path):
                  cwd=elsewhere)
     assert next(line for line in report.splitlines() if line.startswith("micro")) in readme
     index = open(os.path.join(ROOT, "docs", "index.md"), encoding="utf-8").read()
-    for line in report.splitlines()[-3:]:  # micro, macro F1 and the error counts, as docs/index.md shows them
+    shown = [line for line in report.splitlines() if line.startswith(("micro", "macro f1", "errors:", "calibration"))]
+    assert len(shown) == 4  # micro, macro F1, the error counts and the scores' calibration, as docs/index.md shows them
+    for line in shown:
         assert line in index, line
     run([bin_dir / "globalpointer", "predict", "--model", "OUT/best", "--input", f"{sample}/raw.txt", "--output",
          "raw.predictions.jsonl"], cwd=elsewhere)

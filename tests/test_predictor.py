@@ -1,6 +1,9 @@
 import io
 import json
 
+import pytest
+
+from globalpointer.errors import DataError
 from globalpointer.inference.file_prediction import PredictionWriter, parse_line, predict_stream, sniff_format
 from helpers import FakeExtractor
 
@@ -25,12 +28,22 @@ def test_one_output_line_per_input_line_in_order():
 
 
 def test_bad_lines_get_an_error_field_and_the_run_goes_on():
-    data = b'{"text": "Paris", "id": 7}\n{"text": 3}\n{broken\n\xff\xfe bad bytes\n{"text": "ok Paris"}\n'
+    data = '{"text": "Paris", "id": 7}\n{"text": 3}\n{broken\n{"text": "巴黎"}\n'.encode()
+    data += b'\xff\xfe bad bytes\n{"text": "ok Paris"}\n'
     out, lines, failed = run(data)
-    assert lines == 5 and failed == 3 and len(out) == 5
+    assert lines == 6 and failed == 3 and len(out) == 6
     assert out[0] == {"text": "Paris", "id": 7, "entities": [{"start": 0, "end": 5, "type": "LOC", "text": "Paris", "score": 0.875}]}
-    assert "text" in out[1]["error"] and "malformed JSON" in out[2]["error"] and "UTF-8" in out[3]["error"]
-    assert out[4]["entities"][0]["start"] == 3
+    assert "text" in out[1]["error"] and "malformed JSON" in out[2]["error"] and "UTF-8" in out[4]["error"]
+    assert out[5]["entities"][0]["start"] == 3
+
+
+@pytest.mark.parametrize("encoding", ["gbk", "latin-1"])
+def test_a_file_in_another_encoding_is_refused_naming_the_line(encoding):
+    """Its first line beyond ASCII is not UTF-8: every text of it would be an error line, written with exit 0."""
+    data = ("plain ascii\n" * 3 + "张三在北京\n" if encoding == "gbk" else "plain ascii\n" * 3 + "Zoë à Paris\n")
+    with pytest.raises(DataError, match=r"^--input:4: not UTF-8 at byte \d+ of the line: the file must be UTF-8; "
+                                         r"convert it \(iconv"):
+        run(data.encode(encoding))
 
 
 def test_format_sniffing():

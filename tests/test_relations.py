@@ -397,6 +397,10 @@ def test_a_relation_model_trains_and_predict_evaluate_and_load_give_its_triples(
     assert "<h2>Relations</h2>" in page and "<th>出生地</th>" in page and "micro (string, DuIE)" in page
     assert "micro (strict)" in result.stdout and "micro (string, DuIE)" in result.stdout
     written = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    # how far the triples' and the entities' scores are from how often they are right: every predicted one counted
+    assert written["relations"]["calibration"]["items"] == written["relations"]["micro"]["predicted"] > 0
+    assert written["calibration"]["items"] == written["micro"]["predicted"] > 0
+    assert "calibration of the triples' scores: ECE" in result.stdout and "Calibration of the triples'" in page
     # the saved model decodes with its fitted scores: the dev F1 training reported after fitting them
     assert written["relations"]["micro"]["f1"] == pytest.approx(summary["thresholds"]["dev_f1_after"])
     first = json.loads((tmp_path / "report.predictions.jsonl").read_text(encoding="utf-8").splitlines()[0])

@@ -74,11 +74,12 @@ def test_evaluate_html_in_a_real_browser(trained, tmp_path, capsys):
     counts = report["errors"]["counts"]
     assert counts["correct"] == report["micro"]["correct"]
     assert "errors: missed" in capsys.readouterr().out
+    assert report["calibration"]["items"] == report["micro"]["predicted"]
     profile = tmp_path / "profile"
     dom = subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     assert 'data-rendered="60"' in dom  # the page's script ran over all 60 texts
-    assert f"<b>{counts['correct']}</b> correct" in dom
+    assert f"<b>{counts['correct']}</b> correct" in dom and "Calibration of the entities' scores" in dom
     shot = tmp_path / "shot.png"
     subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={profile}", f"--screenshot={shot}",
                     "--window-size=1000,800", page.as_uri()], capture_output=True, timeout=120)

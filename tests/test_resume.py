@@ -92,6 +92,37 @@ def test_a_stop_signal_saves_a_checkpoint_and_exits(tmp_path, signum):
     assert f"interrupted at step {step}" in output and "--resume" in output
 
 
+def test_a_stop_inside_a_dev_evaluation_ends_it_and_the_resumed_run_makes_it(tmp_path, monkeypatch):
+    """SIGTERM while the dev set is decoded (an under-trained relation model's took minutes) stops the
+    evaluation at once; the resumed run evaluates that step first and ends as an uninterrupted one."""
+    from globalpointer.training import loop
+
+    settings = dict(train__epochs=3, train__eval_every=5, train__seed=11)
+    reference, stopped = config_in(tmp_path / "a", **settings), config_in(tmp_path / "b", **settings)
+    assert train_main(["--config", reference]) == 0
+    evaluate, calls = loop.evaluate_on_main, []
+
+    def endless_second_evaluation(extractor, *args):
+        calls.append(time.time())
+        if len(calls) == 2:  # an evaluation far longer than the test: only the stop ends it, between passes
+            os.kill(os.getpid(), signal.SIGTERM)
+            while time.time() < calls[-1] + 120:
+                extractor.records(["Alice met Bob in Paris"] * 64)
+        return evaluate(extractor, *args)
+
+    monkeypatch.setattr(loop, "evaluate_on_main", endless_second_evaluation)
+    assert train_main(["--config", stopped]) == 130
+    assert time.time() - calls[-1] < 30
+    state = json.load(open(tmp_path / "b" / "run" / "last" / "trainer_state.json"))
+    assert state["global_step"] == 10 and state["evaluation_due"] and state["evaluated_step"] == 5
+    process = train(stopped, "--resume")  # as a scheduler restarts a job: in a process of its own
+    output = process.communicate(timeout=600)[0]
+    assert process.returncode == 0 and "resumed from" in output, output[-3000:]
+    assert metrics(tmp_path / "b" / "run") == metrics(tmp_path / "a" / "run")
+    assert (json.load(open(tmp_path / "b" / "run" / "summary.json"))["best_dev_f1"]
+            == json.load(open(tmp_path / "a" / "run" / "summary.json"))["best_dev_f1"])
+
+
 def test_a_stopped_recipes_comparison_resumes_its_run(tmp_path):
     """bench/recipes.py, stopped with SIGTERM to its train.py, continues that run from its checkpoint
     (hours of a comparison are not lost between sessions) and then reports it."""

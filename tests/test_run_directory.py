@@ -73,3 +73,59 @@ def test_a_checkpoint_that_is_a_link_is_refused_before_any_work(tmp_path, capsys
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "run/last is a link (to " in err and err.count("\n") == 1, err
     assert elsewhere.is_dir() and not os.listdir(elsewhere) and not (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_optimizer_state_is_keyed_by_the_parameters_paths_not_paddles_counters():
+    """Paddle names a parameter by a process-wide count of layers (``linear_7.w_0``): the same network built
+    after another gets other names, and a state keyed by them could not be loaded into it."""
+    import numpy as np
+    import paddle
+
+    from globalpointer.training.run import keyed_by_name, keyed_by_path
+
+    def network_and_optimizer():
+        network = paddle.nn.Sequential(paddle.nn.Linear(3, 4), paddle.nn.LayerNorm(4), paddle.nn.Linear(4, 2))
+        return network, paddle.optimizer.AdamW(parameters=network.parameters(), learning_rate=0.1)
+
+    first, optimizer = network_and_optimizer()
+    first(paddle.ones([2, 3])).sum().backward()
+    optimizer.step()
+    saved = keyed_by_path(optimizer.state_dict(), first)
+    assert {key.partition(":")[0] for key in saved if ":" in key} == {path for path, _ in first.named_parameters()}
+    second, fresh = network_and_optimizer()  # built after the first: other names
+    assert [p.name for p in second.parameters()] != [p.name for p in first.parameters()]
+    fresh.set_state_dict(keyed_by_name(saved, second))
+    loaded = fresh.state_dict()
+    for (path, _), after in zip(first.named_parameters(), second.parameters()):
+        assert np.array_equal(loaded[f"{after.name}_moment1_0"].numpy(), saved[f"{path}:moment1_0"].numpy()), path
+
+
+def test_every_key_read_from_a_runs_summary_is_one_training_writes(trained):
+    """The bench scripts read summary.json by hand: a key its writer (``loop.run_summary``) never writes
+    would fail a comparison hours in, or read as missing."""
+    import json
+    import pathlib
+    import re
+
+    written = set(json.loads((trained / "run" / "summary.json").read_text()))
+    bench = pathlib.Path(__file__).resolve().parent.parent / "bench"
+    read = {(path.name, key) for path in bench.glob("*.py")
+            for key in re.findall(r'summary(?:\["|\.get\(")(\w+)"', path.read_text(encoding="utf-8"))}
+    assert {key for _, key in read} >= {"best_dev_f1", "seconds", "eval_seconds", "steps"}  # the search finds them
+    assert not {(name, key) for name, key in read if key not in written}, sorted(written)
+
+
+def test_every_key_read_from_thresholds_json_is_one_calibration_writes(relation_run):
+    """model_directory/opening.py reads a relation model's thresholds.json by key; train.calibrate (and
+    calibrate, with the same fit_thresholds) writes it."""
+    import inspect
+    import json
+    import re
+
+    from globalpointer.model_directory import opening
+
+    written = set(json.loads((relation_run / "run" / "best" / "thresholds.json").read_text()))
+    readers = inspect.getsource(opening.read_min_scores) + inspect.getsource(opening.ModelDirectory.pair_min_score.func)
+    read = set(re.findall(r'(?:stored\["|\.get\("|key = ")(\w+)"', readers))
+    assert {"min_scores", "pair_min_score"} <= read
+    assert read - written <= {"thresholds"}, written  # "thresholds": logits, as files of earlier versions hold them

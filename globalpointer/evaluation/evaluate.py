@@ -12,6 +12,7 @@ from ..files import atomic_write_json, atomic_write_text
 from ..spans import Entity, Record
 from .metrics import error_summary, span_report
 from .relations import headline, relation_report
+from .reliability import entity_reliability, triple_reliability
 
 log = logging.getLogger("globalpointer")
 
@@ -81,8 +82,10 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
         [label for label in labels if any(label in record.types for record in records)]
     report = span_report(gold, predicted, scored)
     report["errors"] = error_summary(gold, predicted, labels)
+    report["calibration"] = entity_reliability(gold, predicted, scored)
     if relational:
         report["relations"] = relation_report(records, found, extractor.relations)
+        report["relations"]["calibration"] = triple_reliability(records, found)
     origins = sorted({record.origin for record in records if record.origin})
     if origins:
         report["sources"] = {}

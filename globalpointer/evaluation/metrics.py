@@ -3,6 +3,7 @@ from collections import Counter
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from ..spans import Entity, overlapping_spans
+from .reliability import format_reliability
 
 ERROR_KINDS = ("missed", "spurious", "wrong_type", "wrong_boundary")
 
@@ -70,6 +71,8 @@ def format_report(report: dict) -> str:
         micro = part["micro"]
         lines.append(f"{origin}: precision {micro['precision'] * 100:.2f}, recall {micro['recall'] * 100:.2f}, "
                      f"F1 {micro['f1'] * 100:.2f} ({micro['support']} entities)")
+    if report.get("calibration", {}).get("items"):
+        lines.append(format_reliability(report["calibration"], "entities"))
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from typing import Dict, Sequence
 from ..data.relation_formats import VALUE_SLOT, split_slot
 from ..spans import Record, Relation
 from .metrics import _prf, format_report
+from .reliability import format_reliability
 
 RELATION_ERROR_KINDS = ("reversed", "wrong_relation", "wrong_boundary", "spurious", "missed")
 
@@ -122,4 +123,6 @@ def format_relation_report(report: dict) -> str:
     lines.append(f"{'macro f1':<24}{'':>20}{report['macro_f1'] * 100:>10.2f}")
     lines.append("relation errors: " + ", ".join(f"{kind.replace('_', ' ')} {report['errors'][kind]}"
                                                 for kind in RELATION_ERROR_KINDS))
+    if report.get("calibration", {}).get("items"):
+        lines.append(format_reliability(report["calibration"], "triples"))
     return "\n".join(lines)

@@ -225,11 +225,23 @@ def _relation_table(relations: dict) -> str:
             f'<div class="meta">Wrong triples: {html.escape(errors)}. The texts below draw the entities.</div>')
 
 
+def _reliability_table(result: dict, what: str) -> str:
+    """The scores' calibration (``evaluation.reliability``): a row per bin that holds items."""
+    body = "".join(f"<tr><th>{row['from']:.1f} to {row['to']:.1f}</th><td>{row['items']}</td>"
+                   f"<td>{row['mean_score']:.3f}</td><td>{row['accuracy']:.3f}</td></tr>" for row in result["bins"])
+    return (f"<h2>Calibration of the {what}' scores</h2><table><tr><th>score</th><th>predicted</th>"
+            f"<th>mean score</th><th>right</th></tr>{body}</table>"
+            f'<div class="meta">Of the {what} scored about s, a share s should be right: ECE {result["ece"]:.3f} (the '
+            f"bins' gaps weighted by their items), MCE {result['mce']:.3f} (the largest gap).</div>")
+
+
 def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[Entity]], labels: Sequence[str],
                 gold: Optional[Sequence[Sequence[Entity]]] = None, summary: Optional[dict] = None,
-                meta: str = "", sources: Sequence[str] = (), relations: Optional[dict] = None) -> str:
+                meta: str = "", sources: Sequence[str] = (), relations: Optional[dict] = None,
+                calibration: Optional[dict] = None) -> str:
     """The page; with ``gold``, errors are judged and ``summary`` (``metrics.error_summary``) heads it;
-    ``relations``: a relation model's ``relation_report``, its table after the entities'."""
+    ``relations``: a relation model's ``relation_report``, its table after the entities'; ``calibration``:
+    the entities' ``reliability`` (and ``relations``' own), a table each."""
     palette = colours(labels)
     blocks = []
     for index, text in enumerate(texts):
@@ -252,8 +264,12 @@ def render_page(title: str, texts: Sequence[str], predicted: Sequence[Sequence[E
                     'gold; solid red outline: spurious, wrong type (its label names the gold type) or wrong '
                     'boundary, and the gold span it was taken for (hover over a bar for details).</div>')
         kinds += ERROR_KINDS
+    if calibration and calibration["items"]:
+        head.append(_reliability_table(calibration, "entities"))
     if relations is not None:
         head.append(_relation_table(relations))
+        if relations.get("calibration", {}).get("items"):
+            head.append(_reliability_table(relations["calibration"], "triples"))
     # one button per kind of error; a page without gold has nothing to filter
     buttons = "".join(f'<button data-kind="{k}">{KIND_TEXT.get(k, k)}</button>' for k in kinds if len(kinds) > 1)
     head.append(f'<div class="legend">{legend}</div><div class="filters">{buttons}'
@@ -271,7 +287,8 @@ def write_evaluation_page(path: str, records: Sequence[Record], predicted: Seque
             f"recall {micro['recall'] * 100:.2f}, F1 {micro['f1'] * 100:.2f}")
     atomic_write_text(path, render_page("Evaluation", [r.text for r in records], predicted, labels,
                                         [r.entities for r in records], report["errors"], meta,
-                                        [r.source for r in records], report.get("relations")))
+                                        [r.source for r in records], report.get("relations"),
+                                        report.get("calibration")))
     log.info("wrote %s", path)
 
 

@@ -1,5 +1,6 @@
 """Texts -> entities (and a relation model's relations) with a trained model: tokenize, window, batch,
 score, decode, merge."""
+import contextlib
 import logging
 import math
 from typing import Callable, Dict, FrozenSet, Generator, Iterable, List, Optional, Sequence
@@ -208,9 +209,31 @@ def score_margin(score: float, limit: float) -> float:
     return math.log(score) - math.log1p(-score) - float(np.float32(limit))
 
 
+class PassesStopped(Exception):
+    """A call stopped between two of its forward passes (``stop_between_passes``)."""
+
+
+_stop_checks: List[Callable[[], bool]] = []
+
+
+@contextlib.contextmanager
+def stop_between_passes(requested: Callable[[], bool]):
+    """Inside, a call run by ``run_steps`` raises ``PassesStopped`` after the forward pass in which
+    ``requested()`` became true (a training's dev evaluation, stopped by SIGTERM): never from inside a
+    pass, whose Paddle code an exception must not unwind through."""
+    _stop_checks.append(requested)
+    try:
+        yield
+    finally:
+        _stop_checks.pop()
+
+
 def run_steps(steps: Generator):
     """What a generator of ``extract_steps``'s kind returns, once it has run to its end."""
     while True:
+        if _stop_checks and _stop_checks[-1]():
+            steps.close()
+            raise PassesStopped
         try:
             next(steps)
         except StopIteration as done:

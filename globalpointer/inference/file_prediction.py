@@ -19,7 +19,7 @@ from typing import (TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Nam
 
 from tqdm import tqdm
 
-from ..errors import UserError, json_failure
+from ..errors import DataError, UserError, json_failure
 from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
 from .doubt import certainty
@@ -170,13 +170,23 @@ class PredictionWriter:
 
 def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: PredictionWriter, input_format: str = "auto",
                    lines_per_chunk: int = 512, total_bytes: Optional[int] = None,
-                   at_file_start: bool = True) -> Tuple[int, int]:
+                   at_file_start: bool = True, name: str = "--input", lines_before: int = 0) -> Tuple[int, int]:
     """Predict every line of ``source`` into ``writer``; returns (lines, lines with an error).  Each
-    payload has its text's ``certainty`` (``doubt.certainty``) where the writer asks for it."""
+    payload has its text's ``certainty`` (``doubt.certainty``) where the writer asks for it.  A file whose
+    first line beyond ASCII is not UTF-8 is in another encoding (GBK, Latin-1...) and is refused naming
+    ``name`` and the line (``lines_before`` it in the file), as every one of its texts would be an error;
+    a later line that is not UTF-8 gets its error as any unreadable line does."""
     lines = failed = 0
+    encoding_seen = False  # a line beyond ASCII was read: the file's encoding is UTF-8
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="predict", file=sys.stderr, dynamic_ncols=True,
                disable=not sys.stderr.isatty())  # to a file, the closing line says what was done
     for chunk, parsed in parsed_chunks(source, input_format, lines_per_chunk, at_file_start):
+        if not encoding_seen:
+            first = next((i for i, raw in enumerate(chunk) if not raw.isascii()), None)
+            encoding_seen = first is not None
+            if encoding_seen and parsed[first].payload.get("error", "").startswith(NOT_UTF8):
+                raise DataError(f"{name}:{lines_before + lines + first + 1}: {parsed[first].payload['error']}: the file "
+                                f"must be UTF-8; convert it (iconv -f GBK -t UTF-8, or from the encoding it is in)")
         readable = [i for i, p in enumerate(parsed) if p.text]
         relational = bool(getattr(extractor, "relations", None))
         texts = [parsed[i].text for i in readable]
@@ -210,12 +220,13 @@ def predict_file(extractor: "Extractor", input_path: str, output_path: str, inpu
     try:
         if output_path == "-":
             writer = PredictionWriter(sys.stdout, output_format, model_version, on_payload=on_payload, certainty=certainty)
-            return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
+            return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total, name=input_path)
         sink = None
         try:
             with atomic_output(output_path) as sink:
                 writer = PredictionWriter(sink, output_format, model_version, on_payload=on_payload, certainty=certainty)
-                return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total)
+                return predict_stream(extractor, source, writer, input_format, lines_per_chunk, total,
+                                      name=input_path)
         except KeyboardInterrupt as stop:
             if sink is None or sink.partial_name is None:
                 raise
@@ -291,7 +302,8 @@ def predict_file_share(extractor: "Extractor", input_path: str, output_path: str
         with atomic_output(parts[rank]) as sink:
             writer = PredictionWriter(sink, output_format, model_version, array=False, on_payload=on_payload,
                                       certainty=certainty)
-            counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0)
+            counts = predict_stream(extractor, share, writer, input_format, lines_per_chunk, at_file_start=first == 0,
+                                    name=input_path, lines_before=first)
     barrier()
     if rank == 0:
         with atomic_output(output_path) as joined:

@@ -42,7 +42,7 @@ CHECKED_DIGESTS = "sha256"
 COMPILED_FROM = "compiled_from"  # export.json of a compiled program: the digest of the checkpoint it came from
 
 
-def _is_regular(path: str) -> bool:
+def is_regular_file(path: str) -> bool:
     """A regular file itself: not a link (whatever it points to), a pipe, a socket, a device or a folder."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
@@ -50,12 +50,23 @@ def _is_regular(path: str) -> bool:
         return False
 
 
+def check_regular_file(path: str) -> None:
+    """``path`` is a file of the directory's own: a link (wherever it points), a pipe, a socket, a device
+    or a folder is refused in one line naming it, before it is read."""
+    if os.path.islink(path):
+        raise CheckpointError(f"{path} is a link: a model directory holds its files themselves; put the file there "
+                              f"(or restore it from the run)")
+    if not is_regular_file(path):  # read, a pipe would wait for a writer forever
+        raise CheckpointError(f"{path} is not a regular file (a pipe, socket, device or folder); restore it from "
+                              f"the run")
+
+
 def file_record(directory: str) -> Dict[str, int]:
     """The size of every file of ``directory`` but the records themselves and thresholds.json
     (``check_file_record`` compares them at each open)."""
     return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))
             if name not in (CHECKPOINT_INFO, EXPORT_INFO, THRESHOLDS, TEMPORARY_MARKER)
-            and _is_regular(os.path.join(directory, name))}
+            and is_regular_file(os.path.join(directory, name))}
 
 
 def file_digests(directory: str, names) -> Dict[str, str]:
@@ -77,12 +88,7 @@ def check_file_record(directory: str, record: dict, where: str, digests: Optiona
         path = os.path.join(directory, name)
         if not os.path.lexists(path):
             raise CheckpointError(f"{path} is missing, and {where} lists it; restore it from the run")
-        if os.path.islink(path):
-            raise CheckpointError(f"{path} is a link, and {where} records a file of its own there: a model directory "
-                                  f"holds its files themselves; put the file there (or restore it from the run)")
-        if not _is_regular(path):
-            raise CheckpointError(f"{path} is not a regular file (a pipe, socket, device or folder), and {where} "
-                                  f"records one; restore it from the run")
+        check_regular_file(path)
         size = os.path.getsize(path)
         if size != expected:
             state = "emptied" if size == 0 else f"{size:,} bytes where {expected:,} were written"
@@ -128,15 +134,15 @@ def model_file_names(directory: str) -> List[str]:
     link, a pipe or a device, whatever else the directory holds."""
     for where, key in ((CHECKPOINT_INFO, CHECKED_FILES), (EXPORT_INFO, "sizes")):
         path = os.path.join(directory, where)
-        if _is_regular(path):
+        if is_regular_file(path):
             try:
                 listed = read_json(path).get(key)
             except (OSError, ValueError, AttributeError):
                 listed = None
             if isinstance(listed, dict):
                 names = [where, *listed, THRESHOLDS]
-                return sorted(name for name in set(names) if _is_regular(os.path.join(directory, name)))
-    return sorted(name for name in os.listdir(directory) if _is_regular(os.path.join(directory, name)))
+                return sorted(name for name in set(names) if is_regular_file(os.path.join(directory, name)))
+    return sorted(name for name in os.listdir(directory) if is_regular_file(os.path.join(directory, name)))
 
 
 def recorded_packing(export_info: dict) -> Optional[bool]:

@@ -15,7 +15,7 @@ from ..model.encoders import Encoder, bert_tokenizer, check_position_limit, save
 from ..model.network import SpanNetwork, load_network
 from .compiled import model_digest
 from .layout import (ARCHITECTURE, CHECKPOINT_INFO, CONFIG, LABELS, METADATA_FILES, RELATIONS, THRESHOLDS, TOKENIZER_CONFIG,
-                     VOCAB, WEIGHTS, check_format_version, check_model_files, is_export, locate_model,
+                     VOCAB, WEIGHTS, check_format_version, check_model_files, check_regular_file, is_export, locate_model,
                      read_export_info, recorded_packing)
 
 log = logging.getLogger("globalpointer")
@@ -87,10 +87,8 @@ def _check_files(directory: str, names) -> None:
     missing = [name for name in names if not os.path.lexists(os.path.join(directory, name))]
     if missing:
         raise CheckpointError(f"{directory}: not a complete checkpoint, missing {', '.join(missing)}")
-    odd = [name for name in names if not os.path.isfile(os.path.join(directory, name))]
-    if odd:  # read, a pipe would wait for a writer forever
-        raise CheckpointError(f"{os.path.join(directory, odd[0])} is not a regular file (a pipe, socket, device, "
-                              f"folder or broken link); restore it from the run")
+    for name in names:  # read before the record is checked
+        check_regular_file(os.path.join(directory, name))
 
 
 def _read_labels(directory: str, name: str = LABELS) -> List[str]:

@@ -26,7 +26,7 @@ from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import types_scores
 from ..evaluation.relations import format_reports, headline
 from ..files import RunLock, read_json
-from ..inference.extractor import Extractor
+from ..inference.extractor import Extractor, PassesStopped, stop_between_passes
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
@@ -96,7 +96,7 @@ def _train(config: RunConfig, resume: bool, build: Callable, overwrite: bool, re
     progress, stopped_early = state.progress, False
     with StopRequest() as stop:
         for train_loss in due_evaluations(state, stop):
-            if evaluate_and_save(state, train_loss):
+            if evaluate_and_save(state, train_loss, stop):
                 stopped_early = True
                 break
         interrupted = stop.requested
@@ -316,6 +316,9 @@ def due_evaluations(state: Training, stop: StopRequest) -> Iterator[float]:
     losses = progress.interval_losses
     progress.start_clock()
     with bar:
+        if progress.evaluation_due:  # the evaluation a stop cut short, at the step the run resumes from
+            progress.evaluation_due = False
+            yield interval_mean(losses)
         while progress.epoch < state.epochs and not stop.requested:
             batches = epoch_batches(state.windows, config, state.runtime, progress.epoch)
             for first in range(progress.batch_in_epoch, len(batches), train.grad_accum_steps):
@@ -357,13 +360,26 @@ def run_step(state: Training, step_batches: List[List[int]]) -> List[float]:
     return losses
 
 
-def evaluate_and_save(state: Training, train_loss: float) -> bool:
+def evaluate_and_save(state: Training, train_loss: float, stop: StopRequest) -> bool:
     """Dev F1, a metrics row, the best and last checkpoints; True when patience has run out, and at least
-    ``train.min_steps`` steps are trained (the dev F1 of a few texts stalls a while early on)."""
+    ``train.min_steps`` steps are trained (the dev F1 of a few texts stalls a while early on).  An
+    evaluation a stop cuts short is left due, with its interval's loss, for the resumed run."""
     network, progress, train = state.network, state.progress, state.config.train
     check_finite_weights(network, progress.global_step, train)
     with progress.evaluation_time():
-        report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
+        # a stop stops a long evaluation between its forward passes (with one process: in a data-parallel run
+        # the others wait for its F1)
+        stoppable = stop_between_passes(lambda: stop.requested) if state.runtime.world_size == 1 \
+            else contextlib.nullcontext()
+        stop.evaluating = True
+        try:
+            with stoppable:
+                report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
+        except PassesStopped:
+            progress.evaluation_due, progress.interval_losses[:] = True, [train_loss]
+            return False
+        finally:
+            stop.evaluating = False
         improved = progress.record_evaluation(f1)
         state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch)
     state.run.save_last(network, state.optimizer, progress)

@@ -53,6 +53,7 @@ class Progress:
     # the batch losses since the latest evaluation, whose mean is its row's train_loss: kept by a stop's
     # checkpoint, so that a resumed run logs the row it would have logged
     interval_losses: List[float] = dataclasses.field(default_factory=list)
+    evaluation_due: bool = False  # a stop cut the evaluation at global_step short: the resumed run makes it first
 
     def start_clock(self) -> None:
         self._started = time.time() - self.seconds  # not a field: not saved
@@ -174,13 +175,15 @@ def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
 
 class StopRequest:
     """First Ctrl-C or SIGTERM (what schedulers send before they kill a job): finish the current step,
-    save, exit.  A second one: stop at once."""
+    save, exit; inside a dev evaluation (``evaluating``), the evaluation stops after its forward pass
+    (``loop.evaluate_and_save``) and is made again when the run resumes.  A second one: stop at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.requested = False
         self.previous = {}
+        self.evaluating = False
 
     def __enter__(self):
         try:
@@ -193,7 +196,9 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        log.warning("%s: saving a checkpoint after this step (again to quit at once)", signal.Signals(signum).name)
+        log.warning("%s: %s (again to quit at once)", signal.Signals(signum).name,
+                    "the dev evaluation stops; saving a checkpoint (--resume makes the evaluation again)"
+                    if self.evaluating else "saving a checkpoint after this step")
 
     def __exit__(self, *exc):
         for signum, previous in self.previous.items():
@@ -241,7 +246,7 @@ class RunDirectory:
     def save_last(self, model, optimizer, progress: Progress) -> None:
         if self.runtime.is_main:
             write_checkpoint(self.last, model, self.encoder, self.config, self.trained_for,
-                             extra_state={OPTIMIZER_STATE: optimizer.state_dict()},
+                             extra_state={OPTIMIZER_STATE: keyed_by_path(optimizer.state_dict(), model)},
                              extra_json={TRAINER_STATE: dataclasses.asdict(progress)})
 
     def log_evaluation(self, model, progress: Progress, report: Optional[dict], train_loss: float,
@@ -275,6 +280,39 @@ def _kept(improved: bool, f1: float) -> str:
     return " (best)" if f1 else " (kept as the latest: nothing learned yet; train.patience counts from the first F1 above 0)"
 
 
+def keyed_by_path(state: dict, model) -> dict:
+    """An optimizer's state keyed by each parameter's path in the network (``encoder.pooler.dense.weight:
+    moment1_0``) rather than by Paddle's name for it (``linear_72.w_0_moment1_0``), which counts the layers
+    built before it in the process: a run trained beside others (a notebook, a comparison) resumes in a
+    process of its own."""
+    paths = {parameter.name: path for path, parameter in model.named_parameters()}
+    names = sorted(paths, key=len, reverse=True)
+
+    def key(name: str) -> str:
+        if name in paths:
+            return paths[name]
+        owner = next((n for n in names if name.startswith(n + "_")), None)
+        return f"{paths[owner]}:{name[len(owner) + 1:]}" if owner else name
+
+    return {key(k): ({key(n): v for n, v in value.items()} if k == "master_weights" else value)
+            for k, value in state.items()}
+
+
+def keyed_by_name(state: dict, model) -> dict:
+    """``keyed_by_path``'s state keyed by this process's parameter names again (a checkpoint of an earlier
+    version, keyed by names, as it is)."""
+    names = {path: parameter.name for path, parameter in model.named_parameters()}
+
+    def key(stored: str) -> str:
+        path, _, accumulator = stored.partition(":")
+        if path not in names:
+            return stored
+        return f"{names[path]}_{accumulator}" if accumulator else names[path]
+
+    return {key(k): ({key(n): v for n, v in value.items()} if k == "master_weights" else value)
+            for k, value in state.items()}
+
+
 def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, resume_anyway: bool) -> Progress:
     """Where the run in ``last_dir`` stood, its weights and optimizer state loaded; ``epochs``: what the
     run trains (``train.epochs``, or fewer within ``train.max_steps``)."""
@@ -293,7 +331,7 @@ def restore(last_dir: str, config: RunConfig, epochs: int, model, optimizer, res
                               f"start without --resume") from None
     optimizer_state = read_state(os.path.join(directory, OPTIMIZER_STATE))
     load_weights(model, directory)
-    optimizer.set_state_dict(optimizer_state)
+    optimizer.set_state_dict(keyed_by_name(optimizer_state, model))
     if progress.epoch >= epochs:  # progress.epoch counts the epochs done
         log.info("resumed from %s at step %d: its %d epoch(s) are done, nothing is left to train (raise "
                  "train.epochs, or train.max_steps, to train on)", last_dir, progress.global_step, progress.epoch)
