@@ -64,9 +64,9 @@ def averaged_weights(decay: float):
 
     evaluate_and_save = loop.evaluate_and_save
 
-    def evaluate_and_save_average(state, train_loss: float) -> bool:
+    def evaluate_and_save_average(state, train_loss: float, stop) -> bool:
         with state.stepper.ema.applied(state.network):
-            return evaluate_and_save(state, train_loss)
+            return evaluate_and_save(state, train_loss, stop)
 
     with mock.patch.object(loop, "Stepper", AveragingStepper), \
             mock.patch.object(loop, "evaluate_and_save", evaluate_and_save_average):

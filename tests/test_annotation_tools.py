@@ -213,13 +213,13 @@ def test_doccano_output_reads_back_as_the_same_entities(tmp_path):
     """--output-format doccano: doccano's sequence-labelling import line per input line, which the
     doccano reader (and so doccano's own export of the corrected lines) reads back."""
     sink = io.StringIO()
-    source = b'{"text": "Alice lives in Paris", "id": 7}\n{"text": "Paris"}\n\xff\n'
+    source = '{"text": "Alice lives in Paris", "id": 7}\n{"text": "Paris 巴黎"}\n'.encode() + b'\xff\n'
     lines, failed = predict_stream(FakeExtractor(), io.BytesIO(source), PredictionWriter(sink, "doccano"))
     rows = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert (lines, failed) == (3, 1)
     rows[0]["label"].sort()
     assert rows[0] == {"text": "Alice lives in Paris", "id": 7, "label": [[0, 5, "PER"], [15, 20, "LOC"]]}
-    assert rows[1] == {"text": "Paris", "label": [[0, 5, "LOC"]]} and rows[2]["label"] == [] and "error" in rows[2]
+    assert rows[1] == {"text": "Paris 巴黎", "label": [[0, 5, "LOC"]]} and rows[2]["label"] == [] and "error" in rows[2]
     versioned = io.StringIO()
     predict_stream(FakeExtractor(), io.BytesIO(source), PredictionWriter(versioned, "doccano", "runs/x/best@1a2b"))
     assert [json.loads(line)["model_version"] for line in versioned.getvalue().splitlines()] == ["runs/x/best@1a2b"] * 3
