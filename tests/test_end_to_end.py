@@ -106,7 +106,9 @@ def test_learning_curve_plot(trained):
 
     path = plot_run(str(trained / "run"))
     pixels = matplotlib.image.imread(path)
-    assert pixels.shape[:2] == (400, 1000)  # two panels, 10 x 4 inches at 100 dpi
+    # three panels, 15 x 4 inches at 100 dpi: the curves and the best checkpoint's reliability diagram
+    assert json.load(open(trained / "run" / "dev_report.json"))["calibration"]["items"] > 0
+    assert pixels.shape[:2] == (400, 1500)
     colours = {tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::7].round(2)}
     assert len(colours) > 20  # curves, axes and labels drawn, not a blank page
 
