@@ -26,7 +26,8 @@ def plot_run(run_dir: str) -> str:
     report_path = os.path.join(run_dir, "dev_report.json")
     report = read_json(report_path) if os.path.isfile(report_path) else {}
     measured = report.get("relations", report).get("calibration") or {}
-    figure, axes = plt.subplots(1, 3 if measured.get("items") else 2, figsize=(15 if measured.get("items") else 10, 4))
+    panels = 3 if measured.get("items") else 2
+    figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
     loss_axis, score_axis = axes[:2]
     loss_axis.plot(steps, [float(r["train_loss"]) for r in rows], marker="o")
     loss_axis.set(title="train loss", xlabel="optimizer step", yscale="log")
@@ -34,7 +35,7 @@ def plot_run(run_dir: str) -> str:
         score_axis.plot(steps, [float(r[key]) * 100 for r in rows], marker="o", label=key)
     score_axis.set(title="dev (micro, exact span match)", xlabel="optimizer step", ylabel="%")
     score_axis.legend()
-    if measured.get("items"):
+    if panels == 3:
         _reliability_diagram(axes[2], measured, "triples" if "relations" in report else "entities")
     figure.suptitle(os.path.basename(os.path.abspath(run_dir)))
     figure.tight_layout()

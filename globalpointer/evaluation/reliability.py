@@ -3,7 +3,7 @@ are put in equal-width bins of their score; a bin's gap is |its share right - it
 expected calibration error (ECE) is the gaps weighted by the bins' shares of the items, the maximum
 calibration error (MCE) the largest gap of a bin with items.  Items: every predicted entity (right: its
 span and type are gold) and every predicted triple (right: strict, as ``relations.relation_report``)."""
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -38,14 +38,15 @@ def reliability(scores: Sequence[float], right: Sequence[bool], bins: int = BINS
 def entity_reliability(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]],
                        labels: Sequence[str]) -> Dict:
     """``reliability`` of every predicted entity, and of each type with ``MIN_TYPE_ITEMS`` of them."""
-    items = []
+    by_type: Dict[str, List[Tuple[float, bool]]] = {}
     for truth, found in zip(gold, predicted):
         keys = {g.key for g in truth}
-        items += [(entity.type, entity.score, entity.key in keys) for entity in found]
-    result = reliability([score for _, score, _ in items], [hit for _, _, hit in items])
-    result["per_type"] = {label: reliability([s for t, s, _ in items if t == label],
-                                             [h for t, _, h in items if t == label])
-                          for label in labels if sum(t == label for t, _, _ in items) >= MIN_TYPE_ITEMS}
+        for entity in found:
+            by_type.setdefault(entity.type, []).append((entity.score, entity.key in keys))
+    items = [item for label_items in by_type.values() for item in label_items]
+    result = reliability([score for score, _ in items], [hit for _, hit in items])
+    result["per_type"] = {label: reliability([s for s, _ in by_type[label]], [h for _, h in by_type[label]])
+                          for label in labels if len(by_type.get(label, ())) >= MIN_TYPE_ITEMS}
     return result
 
 

@@ -26,7 +26,7 @@ from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import types_scores
 from ..evaluation.relations import format_reports, headline
 from ..files import RunLock, read_json
-from ..inference.extractor import Extractor, PassesStopped, stop_between_passes
+from ..inference.extractor import Extractor, PassesStopped
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
@@ -367,19 +367,12 @@ def evaluate_and_save(state: Training, train_loss: float, stop: StopRequest) -> 
     network, progress, train = state.network, state.progress, state.config.train
     check_finite_weights(network, progress.global_step, train)
     with progress.evaluation_time():
-        # a stop stops a long evaluation between its forward passes (with one process: in a data-parallel run
-        # the others wait for its F1)
-        stoppable = stop_between_passes(lambda: stop.requested) if state.runtime.world_size == 1 \
-            else contextlib.nullcontext()
-        stop.evaluating = True
         try:
-            with stoppable:
+            with stop.evaluation(stoppable=state.runtime.world_size == 1):
                 report, f1 = evaluate_on_main(state.extractor, state.dev_records, state.labels, state.runtime)
         except PassesStopped:
             progress.evaluation_due, progress.interval_losses[:] = True, [train_loss]
             return False
-        finally:
-            stop.evaluating = False
         improved = progress.record_evaluation(f1)
         state.run.log_evaluation(network, progress, report, train_loss, improved, state.steps_per_epoch)
     state.run.save_last(network, state.optimizer, progress)

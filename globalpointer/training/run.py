@@ -21,6 +21,7 @@ from ..errors import CheckpointError, ConfigError
 from ..evaluation.metrics import types_scores
 from ..evaluation.relations import headline
 from ..evaluation.metrics_log import METRICS_COLUMNS, read_metrics
+from ..inference.extractor import stop_between_passes
 from ..files import (PARTIAL, PREVIOUS, atomic_write_json, atomic_write_text, input_relation, previous_versions, read_json, remove_unless_held, temporaries)
 from ..model.network import load_weights
 from ..model.weights import read_state
@@ -175,8 +176,8 @@ def resume_conflicts(saved: RunConfig, new: RunConfig) -> List[str]:
 
 class StopRequest:
     """First Ctrl-C or SIGTERM (what schedulers send before they kill a job): finish the current step,
-    save, exit; inside a dev evaluation (``evaluating``), the evaluation stops after its forward pass
-    (``loop.evaluate_and_save``) and is made again when the run resumes.  A second one: stop at once."""
+    save, exit; inside a stoppable dev evaluation (``evaluation``), the evaluation stops after its forward
+    pass and is made again when the run resumes.  A second one: stop at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -199,6 +200,17 @@ class StopRequest:
         log.warning("%s: %s (again to quit at once)", signal.Signals(signum).name,
                     "the dev evaluation stops; saving a checkpoint (--resume makes the evaluation again)"
                     if self.evaluating else "saving a checkpoint after this step")
+
+    @contextlib.contextmanager
+    def evaluation(self, stoppable: bool):
+        """A dev evaluation; where ``stoppable`` (one process: in a data-parallel run the others wait for its
+        F1), a stop ends it after its current forward pass (``extractor.PassesStopped``)."""
+        self.evaluating = stoppable
+        try:
+            with stop_between_passes(lambda: self.requested) if stoppable else contextlib.nullcontext():
+                yield
+        finally:
+            self.evaluating = False
 
     def __exit__(self, *exc):
         for signum, previous in self.previous.items():
