@@ -7,6 +7,8 @@ import shutil
 import numpy as np
 import paddle
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from globalpointer.evaluation.calibrate import GRID, apply_thresholds, choose_shared_threshold, choose_thresholds
 from globalpointer.model.decode import sigmoid
@@ -178,6 +180,126 @@ def test_calibrate_needs_data(trained, capsys):
 
     assert cli(["calibrate", "--model", str(trained / "run" / "best"), "--data", "/nope.jsonl"]) == 2
     assert "file not found: /nope.jsonl" in capsys.readouterr().err
+
+
+# calibrated scores ------------------------------------------------------------------------------
+
+def test_platts_map_is_the_logistic_regression_of_right_on_the_logit():
+    """The fit recovers the map that generated the items, and matches an independent fit: the
+    log-likelihood maximised by Nelder-Mead."""
+    from scipy.optimize import minimize
+
+    from globalpointer.evaluation.calibrate import fit_platt
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 2, 20000)
+    right = rng.random(20000) < 1 / (1 + np.exp(-(0.6 * z + 0.4)))
+    a, b = fit_platt(sigmoid(z), right)
+    assert (a, b) == pytest.approx((0.6, 0.4), abs=0.05)
+
+    def loss(ab):
+        logits = ab[0] * z + ab[1]
+        return np.sum(np.logaddexp(0, logits) - right * logits)
+
+    assert (a, b) == pytest.approx(tuple(minimize(loss, [1.0, 0.0], method="Nelder-Mead",
+                                                  options={"xatol": 1e-7, "fatol": 1e-9}).x), abs=1e-3)
+    assert fit_platt([0.9, 0.8, 0.7], [True, True, True]) is None  # all right: nothing to fit
+    assert fit_platt([0.9, 0.8, 0.7, 0.6], [False, False, True, True]) is None  # falling: no increasing map
+
+
+@given(a=st.floats(0.05, 5, allow_subnormal=False), b=st.floats(-3, 3, allow_subnormal=False),
+       min_score=st.floats(0.01, 0.99, allow_subnormal=False))
+def test_a_minimum_score_on_the_calibrated_score_is_read_back_through_the_maps_inverse(a, b, min_score):
+    """An item is kept exactly when its calibrated score is above the minimum score (raw thresholds within
+    12 logits of 0: a score below sigmoid(-12) is read back from decode.sigmoid's float64 with too few digits)."""
+    from globalpointer.inference.score_map import ScoreMap, platt_score
+
+    score_map = ScoreMap((a, b))
+    z = score_map.threshold_logits([min_score])[0]
+    assume(abs(z) < 12)
+    for step in (1e-6, -1e-6):
+        calibrated = platt_score((a, b), float(sigmoid(np.float64(z + step))))
+        assert (calibrated > min_score) == (step > 0)
+    assert score_map.calibrated_min_scores(["A"], [z])["A"] == pytest.approx(min_score, rel=1e-9)
+
+
+def test_the_map_keeps_every_item_and_its_order(trained):
+    """A record's entities and relations keep their spans, types and order of scores."""
+    from globalpointer.inference.score_map import ScoreMap
+    from globalpointer.spans import Record, Relation
+
+    head, tail = Entity(0, 2, "PER", 0.9), Entity(3, 5, "LOC", 0.6)
+    record = Record("张三在北京", [head, tail], relations=(Relation(head, "lives_in", tail, 0.7),))
+    mapped = ScoreMap((0.5, 0.2), (2.0, -1.0)).record(record)
+    assert [e.key for e in mapped.entities] == [e.key for e in record.entities]
+    assert mapped.entities[0].score > mapped.entities[1].score
+    assert mapped.relations[0].head == mapped.entities[0] and mapped.relations[0].tail == mapped.entities[1]
+    assert mapped.relations[0].score == pytest.approx(1 / (1 + np.exp(-(2.0 * np.log(0.7 / 0.3) - 1.0))))
+
+
+def test_calibrate_fits_the_map_of_what_its_thresholds_keep(trained, tmp_path, capsys):
+    """On a dev file whose gold misses half the entities the model scores lowest, calibrate stores the map
+    fitted on the items its thresholds keep (refitted here from the raw scores), its minimum scores on the
+    calibrated score; evaluate then gives the F1 it promised, with the calibrated scores' ECE."""
+    from globalpointer.cli import evaluate_main
+    from globalpointer.cli import main as cli
+    from globalpointer.evaluation.calibrate import fit_platt
+    import globalpointer
+
+    model = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", model)
+    raw = globalpointer.load(str(model), ["model.use_calibration=false"])
+    lines = [json.loads(line) for line in open(trained / "dev.jsonl", encoding="utf-8")]
+    found = [raw(line["text"]) for line in lines]
+    median = float(np.median([e["score"] for entities in found for e in entities]))
+    low = sorted((e["score"], index, e["start"], e["end"], e["type"]) for index, entities in enumerate(found)
+                 for e in entities if e["score"] < median)
+    dropped = {key[1:] for key in low[::2]}  # the gold misses every other one of the lowest scored
+    for index, line in enumerate(lines):
+        line["entities"] = [e for e in line["entities"] if (index, e["start"], e["end"], e["type"]) not in dropped]
+    noisy = tmp_path / "noisy.jsonl"
+    noisy.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    assert cli(["calibrate", "--model", str(model), "--data", str(noisy), "--thresholds", "shared"]) == 0
+    assert "ECE of the entities' scores on it" in capsys.readouterr().out
+    stored = json.loads((model / "thresholds.json").read_text())
+    a, b = stored["score_map"]["entities"]
+    assert a > 0 and (a, b) != (1.0, 0.0)
+
+    limit = float(sigmoid(np.float64((np.log(next(iter(stored["min_scores"].values())) /
+                                             (1 - next(iter(stored["min_scores"].values())))) - b) / a)))
+    items = [(e["score"], (e["start"], e["end"], e["type"]) in {(g["start"], g["end"], g["type"])
+                                                                 for g in line["entities"]})
+             for line, entities in zip(lines, found) for e in entities if e["score"] > limit]
+    # the scores predict gives are rounded to 6 decimals: the refit is as near as they allow
+    assert (a, b) == pytest.approx(fit_platt([s for s, _ in items], [r for _, r in items]), abs=2e-3)
+
+    output = tmp_path / "report.json"
+    assert evaluate_main(["--model", str(model), "--data", str(noisy), "--output", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert report["micro"]["f1"] == pytest.approx(stored["micro_f1"]["after"], abs=1e-9)
+    assert report["calibration"]["ece"] == pytest.approx(stored["ece"]["entities"]["after"], abs=1e-6)
+
+
+@pytest.mark.parametrize("score_map, says", [
+    ({"kind": "platt", "entities": [0.0, 1.0]}, "score_map.entities: a must be above 0"),
+    ({"kind": "platt", "entities": [1.0]}, "score_map.entities must be [a, b]"),
+    ({"kind": "isotonic", "entities": [1.0, 0.0]}, 'score_map must be an object with kind "platt"'),
+    ({"kind": "platt", "entities": [1.0, 0.0], "per_type": {}}, "score_map has keys no calibration writes: per_type"),
+    ({"kind": "platt", "entities": [1.0, 0.0], "triples": [1.0, 0.0]}, "score_map.triples is a relation model's map"),
+])
+def test_a_stored_map_no_calibration_writes_is_refused_naming_it(trained, tmp_path, capsys, score_map, says):
+    from globalpointer.cli import predict_main
+
+    model = tmp_path / "best"
+    shutil.copytree(trained / "run" / "best", model)
+    labels = json.loads((model / "labels.json").read_text())
+    (model / "thresholds.json").write_text(json.dumps({"min_scores": {label: 0.5 for label in labels},
+                                                       "score_map": score_map}))
+    (tmp_path / "in.txt").write_text("北京大学的张三\n", encoding="utf-8")
+    assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{model}/thresholds.json: {says}" in err and "rerun globalpointer calibrate" in err
 
 
 # training's last step ---------------------------------------------------------------------------

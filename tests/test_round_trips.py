@@ -8,6 +8,7 @@ that the reader exits 0 (or answers 200) and that what it reads is what was writ
 in labels.json's order (and its relation types in relations.json's), the same entities (and
 relations) as the model predicts when loaded."""
 import json
+import math
 import os
 import shutil
 
@@ -280,3 +281,70 @@ def test_init_from_reads_it(request, writer, tmp_path):
     assert globalpointer.load(trained).labels == labels_of(str(made[writer]))
     assert relations_of(trained) == relations_of(str(made[writer]))
     assert not (tmp_path / "run" / "best" / "thresholds.json").exists()  # the base's scores were for the base
+
+
+def _platt(pair, score):
+    """An independent formula of Platt's map: sigmoid(a * logit(score) + b)."""
+    a, b = pair
+    return 1.0 / (1.0 + math.exp(-(a * math.log(score / (1.0 - score)) + b)))
+
+
+@pytest.mark.parametrize("writer", both(["calibrate"]))
+def test_every_reader_gives_the_calibrated_scores(request, writer, tmp_path):
+    """A stored map of calibrated scores, through load, predict, serve, an ONNX export and the Label Studio
+    backend: each gives every item the map of the score the model gives without it, and keeps what it keeps.
+    The map is written by hand: the tiny models are right on every dev item, and fit the identity."""
+    from fastapi.testclient import TestClient
+
+    from globalpointer.deploy import serve
+    from globalpointer.deploy.label_studio_backend import create_app
+    from globalpointer.inference.label_studio import labeling_config
+
+    made = made_by(request, writer)
+    model = tmp_path / "model"
+    shutil.copytree(made[writer], model)
+    stored = json.load(open(model / "thresholds.json"))
+    assert stored["score_map"]["entities"] == [1.0, 0.0]  # what the tiny model fits: it is right on every dev item
+    entities, triples = (0.5, 0.7), (0.8, -0.4)
+    stored["score_map"] = {"kind": "platt", "entities": list(entities),
+                           **({"triples": list(triples)} if writer in RELATION_WRITERS else {})}
+    stored["min_scores"] = {label: _platt(entities, score) for label, score in stored["min_scores"].items()}
+    (model / "thresholds.json").write_text(json.dumps(stored))
+    texts = made["texts"]
+
+    def expected_of(found):
+        return {"entities": [{**e, "score": pytest.approx(_platt(entities, e["score"]), abs=1e-5)}
+                             for e in found["entities"]],
+                "relations": [{**r, "score": pytest.approx(_platt(triples, r["score"]), abs=1e-5)}
+                              for r in found.get("relations", [])]}
+
+    raw = [found if isinstance(found, dict) else {"entities": found} for found in globalpointer.load(str(made[writer]))(texts)]
+    expected = [expected_of(found) for found in raw]
+    assert any(found["entities"] for found in raw)
+
+    def as_dict(found):
+        found = found if isinstance(found, dict) else {"entities": found}
+        return {"entities": found["entities"], "relations": found.get("relations", [])}
+
+    ner = globalpointer.load(str(model))
+    assert [as_dict(f) for f in ner(texts)] == expected
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    assert predict_main(["--model", str(model), "--input", str(tmp_path / "in.txt"), "--output",
+                         str(tmp_path / "out.jsonl")]) == 0
+    assert [as_dict(json.loads(line)) for line in open(tmp_path / "out.jsonl", encoding="utf-8")] == expected
+    with TestClient(serve.create_app(ner, ner.config.serve)) as client:
+        answer = client.post("/v1/extract", json={"texts": texts})
+        assert [as_dict(found) for found in answer.json()["results"]] == expected
+    assert main(["export", "--model", str(model), "--output", str(tmp_path / "export")]) == 0
+    exported = globalpointer.load(str(tmp_path / "export"))
+    loose = [{kind: [{**item, "score": pytest.approx(item["score"].expected, abs=1e-3)} for item in found[kind]]
+              for kind in found} for found in expected]
+    assert [as_dict(f) for f in exported(texts)] == loose
+    app = create_app(str(model), ner, str(tmp_path / "rounds"), str(model / "config.yaml"))
+    interface = labeling_config(ner.labels, ner.relations)
+    with TestClient(app) as client:
+        answer = client.post("/predict", json={"tasks": [{"id": i, "data": {"text": t}} for i, t in enumerate(texts)],
+                                               "label_config": interface})
+        regions = [[r["score"] for r in prediction["result"] if r["type"] == "labels"]
+                   for prediction in answer.json()["results"]]
+    assert regions == [[e["score"] for e in found["entities"]] for found in expected]

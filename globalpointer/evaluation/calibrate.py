@@ -8,24 +8,31 @@ the pair cells (``fit_relation_thresholds``).
 the logit of ``model.min_score``) that maximises the type's F1 on FILE; ``shared``: the one threshold
 of that grid that maximises the micro F1 (one number, so a few hundred texts fit it without chasing
 their noise).  Ties go towards ``model.min_score``.  The table and thresholds.json give each as the
-minimum score it means (its sigmoid, the unit of ``model.min_score`` and of every entity's score).
+minimum score it means (on the calibrated score, the unit of ``model.min_score`` and of every entity's
+score).
 The model scores FILE once; every candidate threshold is then tried on the spans it found above the
 lowest one.  With flat decoding the types compete for characters, so the per-type search goes over
-the types twice.  The thresholds go into the model directory's ``thresholds.json``, which predict.py,
-evaluate.py, the Python API and the service then use (exports copy it).  Report F1 on labelled data
-the thresholds were not fitted on.
+the types twice.  Then the map of calibrated scores (``inference.score_map``) is fitted on what the
+thresholds keep, and the minimum scores are written on the calibrated score.  Both go into the model
+directory's ``thresholds.json``, which predict.py, evaluate.py, the Python API, the service and the
+Label Studio backend then use (exports copy it).  Report F1 and ECE on labelled data they were not
+fitted on.
 """
 import copy
 import logging
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from ..inference.score_map import Platt, ScoreMap
 from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity, Record, kept_relations
 from ..errors import DataError
 from .evaluate import labelled_records, scored_predictions, unmeasured
 from .metrics import span_report
 from .relations import relation_report
+from .reliability import entity_reliability, triple_reliability
 
 log = logging.getLogger("globalpointer")
 
@@ -36,7 +43,7 @@ KINDS = ("per_type", "shared")
 def candidate_entities(extractor, texts: Sequence[str], floor: float) -> List[List[Entity]]:
     """Every span whose logit exceeds ``floor``, nested, with its score."""
     nested = copy.copy(extractor)
-    nested.threshold, nested.flat = floor, False
+    nested.threshold, nested.flat, nested.score_map = floor, False, None
     return nested.extract(texts)
 
 
@@ -85,16 +92,26 @@ def choose_shared_threshold(candidates: Sequence[Sequence[Entity]], gold: Sequen
 
 def fit_thresholds(extractor, records, labels: Sequence[str], default: float, kind: str) -> dict:
     """The thresholds of ``kind`` (KINDS) that ``extractor``'s model fits on ``records``, with the
-    report thresholds.json holds (``calibration_report``); a relation model's are its two minimum scores
-    fitted by triple F1, whatever ``kind`` (``fit_relation_thresholds``)."""
+    report thresholds.json holds (``calibration_report``) and the map of calibrated scores fitted on what
+    they keep (``fit_score_map``), the minimum scores given on it; a relation model's are its two minimum
+    scores fitted by triple F1, whatever ``kind`` (``fit_relation_thresholds``)."""
     if getattr(extractor, "relations", None):
         return fit_relation_thresholds(extractor, records, labels, default)
     gold = [r.entities for r in records]
     candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
     choose = choose_thresholds if kind == "per_type" else choose_shared_threshold
     thresholds = choose(candidates, gold, labels, default, extractor.flat, records=records)
-    return {"kind": kind, "texts": len(records),
-            **calibration_report(candidates, gold, labels, default, thresholds, extractor.flat, records)}
+    report = calibration_report(candidates, gold, labels, default, thresholds, extractor.flat, records)
+    kept = apply_thresholds(candidates, thresholds, extractor.flat, records)
+    score_map = fit_score_map(entity_items(gold, kept))
+    mapped = [score_map.record(Record("", found)).entities for found in kept]
+    min_scores = score_map.calibrated_min_scores(labels, [thresholds[label] for label in labels])
+    for label, row in report["per_type"].items():
+        row["min_score"] = min_scores[label]
+    return {"kind": kind, "texts": len(records), **report, "min_scores": min_scores,
+            "score_map": score_map.to_json(),
+            "ece": {"entities": {"before": entity_reliability(gold, kept, labels)["ece"],
+                                 "after": entity_reliability(gold, mapped, labels)["ece"]}}}
 
 
 def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: float) -> dict:
@@ -105,7 +122,7 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
 
     floor = min(GRID + (default,))
     low = copy.copy(extractor)
-    low.threshold, low.pair_threshold, low.flat = floor, floor, False
+    low.threshold, low.pair_threshold, low.flat, low.score_map = floor, floor, False, None
     candidates = low.records([r.text for r in records])
 
     def decoded(entity: float, pair: float) -> List[Record]:
@@ -125,10 +142,61 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
     grid = sorted(set(GRID) | {default})
     best = max(((entity, pair) for entity in grid for pair in grid), key=quality)
     before, after = (relation_report(records, decoded(*pair_of))["micro"]["f1"] for pair_of in ((default, default), best))
+    kept = decoded(*best)
+    gold = [r.entities for r in records]
+    score_map = fit_score_map(entity_items(gold, [r.entities for r in kept]), triple_items(records, kept))
+    mapped = [score_map.record(found) for found in kept]
     return {"kind": "relations", "texts": len(records),
-            "min_scores": {label: float(sigmoid(best[0])) for label in labels},
+            "min_scores": score_map.calibrated_min_scores(labels, [best[0]] * len(labels)),
             "pair_min_score": float(sigmoid(best[1])), "default_min_score": float(sigmoid(default)),
-            "micro_f1": {"before": before, "after": after}}  # of the strict triples
+            "micro_f1": {"before": before, "after": after},  # of the strict triples
+            "score_map": score_map.to_json(),
+            "ece": {"entities": {"before": entity_reliability(gold, [r.entities for r in kept], labels)["ece"],
+                                 "after": entity_reliability(gold, [r.entities for r in mapped], labels)["ece"]},
+                    "triples": {"before": triple_reliability(records, kept)["ece"],
+                                "after": triple_reliability(records, mapped)["ece"]}}}
+
+
+def entity_items(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]]) -> List[Tuple[str, float, bool]]:
+    """(type, raw score, right) of every predicted entity."""
+    items = []
+    for truth, found in zip(gold, predicted):
+        keys = {g.key for g in truth}
+        items += [(e.type, e.score, e.key in keys) for e in found]
+    return items
+
+
+def triple_items(gold: Sequence[Record], predicted: Sequence[Record]) -> List[Tuple[float, bool]]:
+    """(raw score, right) of every predicted triple (strict)."""
+    items = []
+    for truth, found in zip(gold, predicted):
+        keys = {g.key for g in truth.relations}
+        items += [(r.score, r.key in keys) for r in found.relations]
+    return items
+
+
+def fit_score_map(entities: Sequence[Tuple[str, float, bool]],
+                  triples: Optional[Sequence[Tuple[float, bool]]] = None) -> ScoreMap:
+    """Platt's maps (``fit_platt``) of predicted items: one for every entity, and one for a relation
+    model's triples (``triples`` not None); a map the items cannot fit is the identity, (1, 0)."""
+    identity = (1.0, 0.0)
+    shared = fit_platt([s for _, s, _ in entities], [r for _, _, r in entities]) or identity
+    return ScoreMap(shared, None if triples is None else (
+        fit_platt([s for s, _ in triples], [r for _, r in triples]) or identity))
+
+def fit_platt(scores: Sequence[float], right: Sequence[bool]) -> Optional[Platt]:
+    """Platt's map for items scored ``scores`` (raw: sigmoid of the logit), ``right`` or not: (a, b) of the
+    unpenalised logistic regression of right on the logit; None where the items fit none (all right, all
+    wrong, or a map that would not increase)."""
+    from sklearn.linear_model import LogisticRegression
+
+    right = np.asarray(right, dtype="int64")
+    if len(right) < 2 or right.min() == right.max():
+        return None
+    p = np.clip(np.asarray(scores, dtype="float64"), 1e-15, 1 - 1e-15)
+    fitted = LogisticRegression(C=np.inf).fit((np.log(p) - np.log1p(-p))[:, None], right)
+    a, b = float(fitted.coef_[0, 0]), float(fitted.intercept_[0])
+    return (a, b) if a > 0 and np.isfinite([a, b]).all() else None
 
 
 def calibration_report(candidates, gold, labels, default: float, thresholds: Dict[str, float], flat: bool,
@@ -146,10 +214,12 @@ def calibration_report(candidates, gold, labels, default: float, thresholds: Dic
 
 
 def format_calibration(report: dict) -> str:
+    ece = "; ".join(f"ECE of the {what}' scores on it {row['before']:.3f} -> {row['after']:.3f}"
+                    for what, row in report["ece"].items())
     if report["kind"] == "relations":
         micro, entity = report["micro_f1"], next(iter(report["min_scores"].values()))
         return (f"minimum score of every entity type {entity:.3f}, of the pair cells {report['pair_min_score']:.3f}: "
-                f"strict triple F1 {micro['before'] * 100:.2f} -> {micro['after'] * 100:.2f}")
+                f"strict triple F1 {micro['before'] * 100:.2f} -> {micro['after'] * 100:.2f}\n{ece}")
     lines = [f"{'type':<16}{'support':>9}{'min score':>11}{'f1 before':>11}{'f1 after':>10}{'gain':>8}"]
     for label, row in report["per_type"].items():
         lines.append(f"{label:<16}{row['support']:>9}{row['min_score']:>11.3f}"
@@ -158,7 +228,7 @@ def format_calibration(report: dict) -> str:
     micro = report["micro_f1"]
     lines.append(f"{'micro':<16}{'':>9}{'':>11}{micro['before'] * 100:>11.2f}{micro['after'] * 100:>10.2f}"
                  f"{(micro['after'] - micro['before']) * 100:>+8.2f}")
-    return "\n".join(lines)
+    return "\n".join(lines + [ece])
 
 
 def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:

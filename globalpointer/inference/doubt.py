@@ -5,7 +5,9 @@ score), the same number from ``predict --certainty``, ``select`` and the Label S
 It reads the margins the extractor keeps when asked (``Extractor.records(texts, margins=True)``): for
 every cell the span mask allows (every type; a relation model's pair cells too) within ``NEAR`` logits
 of its threshold, its logit minus that threshold.  A cell's probability of being an entity, seen from
-its threshold, is sigmoid(margin): 0.5 at the threshold, where the decision is a coin toss.
+its threshold, is sigmoid(margin): 0.5 at the threshold, where the decision is a coin toss.  A model
+with calibrated scores (``score_map``) gives its margins on them: the raw margin times the map's slope
+(the entities' map for entity cells, the triples' for pair cells).
 
 ``certainty`` is 1 / (1 + the cells' summed binary entropy): of the measures compared in
 docs/annotation.md (``MEASURES``), the one whose chosen texts held the most errors of the model's.

@@ -15,6 +15,7 @@ from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
 from ..spans import CLS_POSITIONS, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 from .doubt import NEAR
+from .score_map import ScoreMap
 
 log = logging.getLogger("globalpointer")
 
@@ -47,6 +48,7 @@ class Extractor:
         self.relations = list(relations)
         self.pair_threshold = pair_threshold
         self.max_entities, self.max_pairs = max_entities, max_pairs
+        self.score_map: Optional[ScoreMap] = None  # calibrated scores (score_map.py); None: the raw ones
 
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
@@ -93,8 +95,8 @@ class Extractor:
         found = [_Found() for _ in texts]
         lengths = [len(w.input_ids) for w in windows]
         limits = threshold_array(self.threshold)
-        near = _Limits(self.labels, limits, self.pair_threshold) if margins else None
-        below = NEAR if margins else 0.0  # the cells decoded: those above the threshold, or near it too
+        near = _Limits(self.labels, limits, self.pair_threshold, self.score_map) if margins else None
+        below = near.reach if margins else 0.0  # the cells decoded: those above the threshold, or near it too
         batches = self.passes(windows, batch_size)
         cut = _Cut()
         for done, members in enumerate(batches, 1):
@@ -117,18 +119,19 @@ class Extractor:
         if was_training:
             self.model.train()
         cut.say(self.max_entities, self.max_pairs)
-        return [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
+        records = [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
+        return records if self.score_map is None else [self.score_map.record(record) for record in records]
 
     def _read_window(self, window: Window, spans: Sequence[TokenSpan], cells: Sequence, found: "_Found",
                      near: Optional["_Limits"]) -> None:
         """One window's decoded spans and pair cells into its text's ``found``; with ``near``, they were
         decoded ``NEAR`` below the thresholds: those above count, the others only give their margins."""
         if near is not None:
-            found.add_margins(score_margin(entity.score, near.by_label[entity.type])
+            found.add_margins(score_margin(entity.score, near.by_label[entity.type]) * near.entity_slope
                               for entity in window_entities(window, spans, self.labels, self.continuations))
             spans = [span for span in spans if span.score > near.scores[span.type]]
             own_from, own_to = window.owned
-            found.add_margins(score_margin(cell.score, near.pair) for cell in cells
+            found.add_margins(score_margin(cell.score, near.pair) * near.pair_slope for cell in cells
                               if own_from <= cell.row - CLS_POSITIONS < own_to)
             cells = [cell for cell in cells if cell.score > near.pair_score]
         found.entities += window_entities(window, spans, self.labels, self.continuations)
@@ -171,13 +174,19 @@ class _Cut:
 
 class _Limits:
     """The thresholds of one call, computed once for its windows: a logit per type (by label) and the
-    pair cells', and each as the score a cell above it has (``_score``)."""
+    pair cells', and each as the score a cell above it has (``_score``); the slopes of the calibrated
+    score's logit against the raw one (``score_map``: entity cells by the entities' map, pair cells by
+    the triples'), which make the margins calibrated ones, and how far below a threshold (in raw logits)
+    the cells within ``NEAR`` of it (calibrated) reach."""
 
-    def __init__(self, labels: Sequence[str], limits: np.ndarray, pair: float):
+    def __init__(self, labels: Sequence[str], limits: np.ndarray, pair: float, score_map: Optional[ScoreMap] = None):
         per_type = [float(limit) for limit in np.broadcast_to(limits, (len(labels),))]
         self.by_label: Dict[str, float] = dict(zip(labels, per_type))
         self.scores = [_score(limit) for limit in per_type]
         self.pair, self.pair_score = pair, _score(pair)
+        self.entity_slope, self.pair_slope = (1.0, 1.0) if score_map is None else (
+            score_map.entities[0], (score_map.triples or (1.0, 0.0))[0])
+        self.reach = NEAR / min(self.entity_slope, self.pair_slope)
 
 
 class _Found:

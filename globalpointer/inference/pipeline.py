@@ -226,16 +226,21 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
         chosen = choose_backend(config.inference.backend, opened, config.inference.precision, runtime.device)
         network = BACKENDS[chosen].build(directory, settings)
     threshold = score_logit(config.model.min_score)
+    score_map = opened.score_map if config.model.use_calibration else None
     calibrated = opened.min_scores if config.model.use_calibration and not _min_score_given(
         opened, config, _overrides(overrides, keyword_overrides)) else None
-    if calibrated is not None:
+    if score_map is not None:  # minimum scores on the calibrated score
+        threshold = score_map.threshold_logits(calibrated or [config.model.min_score] * len(labels))
+    elif calibrated is not None:
         threshold = [score_logit(score) for score in calibrated]
+    if calibrated is not None:
         scores = f"{calibrated[0]:.3g} for every type" if len(set(calibrated)) == 1 else \
             "per type " + ", ".join(f"{label} {score:.3g}" for label, score in zip(labels, calibrated))
         if opened.pair_min_score is not None:
             scores += f", the pair cells {opened.pair_min_score:.3g}"
-        log.info("%s/%s: minimum score %s, fitted on the dev file (model.use_calibration=false would give every "
-                 "type model.min_score, %g)", directory, THRESHOLDS, scores, config.model.min_score)
+        log.info("%s/%s: minimum score %s, fitted on the dev file%s (model.use_calibration=false would give every "
+                 "type model.min_score, %g)", directory, THRESHOLDS, scores,
+                 "" if score_map is None else ", on scores calibrated there", config.model.min_score)
     decode = trained_for.decoding(config.model.decode)
     log.info("%s: %s backend (%s) on %s, %s entities%s", directory, chosen, config.inference.precision,
              runtime.device, decode,
@@ -246,4 +251,5 @@ def load(model: str, overrides: Optional[Sequence[str]] = None, backend: Optiona
     pair = opened.pair_min_score if calibrated is not None else None
     extractor = Extractor.for_run(network, featurizer, trained_for, config, threshold, window_batch_size,
                                   None if pair is None else score_logit(pair))
+    extractor.score_map = score_map
     return Pipeline(extractor, opened, config, runtime, chosen)

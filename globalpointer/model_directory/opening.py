@@ -280,6 +280,24 @@ class ModelDirectory:
         return float(value)
 
     @functools.cached_property
+    def score_map(self):
+        """The map of calibrated scores fitted with the minimum scores (thresholds.json's ``score_map``,
+        ``inference.score_map``); None without one (a file of earlier versions: raw scores)."""
+        from ..inference.score_map import score_map_from_json
+
+        if self.min_scores is None:
+            return None
+        path = os.path.join(self.path, THRESHOLDS)
+        stored = read_json(path).get("score_map")
+        if stored is None:
+            return None
+        try:
+            return score_map_from_json(stored, bool(self.trained_for.relations))
+        except ValueError as error:
+            raise CheckpointError(f"{path}: {error}: rerun globalpointer calibrate --model {self.path} --data FILE, "
+                                  f"or delete the file") from None
+
+    @functools.cached_property
     def digest(self) -> str:
         """``model_digest``, computed when first asked for: when a compiled program is looked up or built."""
         return model_digest(self)

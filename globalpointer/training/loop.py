@@ -27,6 +27,7 @@ from ..evaluation.metrics import types_scores
 from ..evaluation.relations import format_reports, headline
 from ..files import RunLock, read_json
 from ..inference.extractor import Extractor, PassesStopped
+from ..inference.score_map import score_map_from_json
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
@@ -438,7 +439,9 @@ def fit_best_thresholds(state: Training) -> Optional[dict]:
                             config.train.calibrate)
     report = {"data": sources_name(config.data.dev, "data.dev"), **report}
     write_thresholds(state.run.best, report, config.model.min_score)
-    state.extractor.threshold = [score_logit(report["min_scores"][label]) for label in labels]
+    score_map = score_map_from_json(report["score_map"], bool(state.extractor.relations))
+    state.extractor.threshold = score_map.threshold_logits([report["min_scores"][label] for label in labels])
+    state.extractor.score_map = score_map
     if "pair_min_score" in report:  # a relation model's, fitted with them by triple F1
         state.extractor.pair_threshold = score_logit(report["pair_min_score"])
     before, after = report["micro_f1"]["before"], report["micro_f1"]["after"]
