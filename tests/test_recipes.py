@@ -152,7 +152,8 @@ def test_boundary_smoothing_in_the_loop_trains_on_the_smoothed_targets(tmp_path,
     assert summary["boundary_smoothing"] == 0.2
 
 
-@pytest.mark.parametrize("max_texts, applied", [(240, 0.2), (239, 0.0), (0, 0.2)])
+@pytest.mark.parametrize("max_texts, applied", [(240, 0.2), (239, 0.0),
+                                               pytest.param(0, 0.2, marks=pytest.mark.slow)])  # the fast tier: each side once
 def test_boundary_smoothing_is_off_for_a_training_file_beyond_its_size(tmp_path, monkeypatch, max_texts, applied):
     """train.large_training_set: a file of more texts trains on hard targets (0: no file is that large),
     and the summary says what was applied (tiny_config: 240 training texts)."""
@@ -168,9 +169,9 @@ def test_boundary_smoothing_is_off_for_a_training_file_beyond_its_size(tmp_path,
     assert summary["boundary_smoothing"] == applied and set(seen) == ({applied} if applied else set())
 
 
-@pytest.mark.parametrize("adversarial, min_texts, applied", [("auto", 239, "fgm"), ("auto", 240, "none"),
-                                                             ("auto", 0, "none"), ("fgm", 10000, "fgm"),
-                                                             ("none", 0, "none")])
+@pytest.mark.parametrize("adversarial, min_texts, applied", [  # the fast tier: auto's two sides
+    ("auto", 239, "fgm"), ("auto", 240, "none"), *(pytest.param(*row, marks=pytest.mark.slow)
+                                                   for row in (("auto", 0, "none"), ("fgm", 10000, "fgm"), ("none", 0, "none")))])
 def test_fgm_by_default_on_a_training_file_beyond_its_size(tmp_path, monkeypatch, adversarial, min_texts, applied):
     """train.adversarial auto: FGM on a file of more than train.large_training_set texts, none on a
     smaller one (0: no file is that large); fgm and none whatever the size; the summary says what was applied (tiny_config: 240

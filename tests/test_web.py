@@ -42,6 +42,7 @@ class Drip(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # waits out deadlines
 def test_a_download_has_a_deadline_a_rate_floor_and_a_size_bound():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -111,12 +111,13 @@ class ModelConfig:
                        "(a stray nested annotation in a flat file; recorded in the checkpoint), else nested",
                        ("auto", "nested", "flat"))
     min_score: float = _opt(0.5, "span heads: a span is predicted when its score (the probability shown with every "
-                            "entity, the sigmoid of its logit) is above this; between 0 and 1",
+                            "entity: the sigmoid of its logit, or its calibrated score where thresholds.json "
+                            "holds a map, model.use_calibration) is above this; between 0 and 1",
                             bounds=Bounds(0, 1, low_included=False, high_included=False))
-    use_calibration: bool = _opt(True, "span heads: use the minimum scores of the model directory's "
-                                 "thresholds.json (fitted by training, train.calibrate, or by globalpointer "
-                                 "calibrate) when it has one; "
-                                 "false: model.min_score for every type")
+    use_calibration: bool = _opt(True, "span heads: use the minimum scores and the map of calibrated scores of "
+                                 "the model directory's thresholds.json (fitted by training, train.calibrate, or "
+                                 "by globalpointer calibrate) when it has one; "
+                                 "false: the raw scores, model.min_score for every type")
     dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
 
 
@@ -176,9 +177,10 @@ class TrainConfig:
                                            "boundary moves away (start and end together)", bounds=POSITIVE)
     calibrate: str = _opt("shared", "after training, minimum scores fitted on the dev file for the best checkpoint "
                                     "(span heads): shared, one for every type (the best micro F1), or per_type "
-                                    "(each type's best F1), written as best/thresholds.json, which predict, "
+                                    "(each type's best F1), with the map of calibrated scores fitted on what they "
+                                    "keep, written as best/thresholds.json, which predict, "
                                     "evaluate, serve and exports read (model.use_calibration); none: "
-                                    "model.min_score", ("none", "per_type", "shared"))
+                                    "model.min_score and the raw scores", ("none", "per_type", "shared"))
 
 
 @dataclass
