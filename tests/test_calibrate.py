@@ -212,7 +212,7 @@ def test_platts_map_is_the_logistic_regression_of_right_on_the_logit():
 def test_a_minimum_score_on_the_calibrated_score_is_read_back_through_the_maps_inverse(a, b, min_score):
     """An item is kept exactly when its calibrated score is above the minimum score (raw thresholds within
     12 logits of 0: a score below sigmoid(-12) is read back from decode.sigmoid's float64 with too few digits)."""
-    from globalpointer.inference.score_map import ScoreMap, platt_score
+    from globalpointer.model.score_map import ScoreMap, platt_score
 
     score_map = ScoreMap((a, b))
     z = score_map.threshold_logits([min_score])[0]
@@ -225,7 +225,7 @@ def test_a_minimum_score_on_the_calibrated_score_is_read_back_through_the_maps_i
 
 def test_the_map_keeps_every_item_and_its_order(trained):
     """A record's entities and relations keep their spans, types and order of scores."""
-    from globalpointer.inference.score_map import ScoreMap
+    from globalpointer.model.score_map import ScoreMap
     from globalpointer.spans import Record, Relation
 
     head, tail = Entity(0, 2, "PER", 0.9), Entity(3, 5, "LOC", 0.6)

@@ -12,7 +12,7 @@ minimum score it means (on the calibrated score, the unit of ``model.min_score``
 score).
 The model scores FILE once; every candidate threshold is then tried on the spans it found above the
 lowest one.  With flat decoding the types compete for characters, so the per-type search goes over
-the types twice.  Then the map of calibrated scores (``inference.score_map``) is fitted on what the
+the types twice.  Then the map of calibrated scores (``model.score_map``) is fitted on what the
 thresholds keep, and the minimum scores are written on the calibrated score.  Both go into the model
 directory's ``thresholds.json``, which predict.py, evaluate.py, the Python API, the service and the
 Label Studio backend then use (exports copy it).  Report F1 and ECE on labelled data they were not
@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..inference.score_map import Platt, ScoreMap
+from ..model.score_map import Platt, ScoreMap
 from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity, Record, kept_relations
 from ..errors import DataError

@@ -13,9 +13,9 @@ from ..data.features import Featurizer, Window, whole_word_spans, window_entitie
 from ..model.decode import Threshold, best_in_groups, score_logit, select_flat, sigmoid, threshold_array
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
+from ..model.score_map import ScoreMap
 from ..spans import CLS_POSITIONS, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 from .doubt import NEAR
-from .score_map import ScoreMap
 
 log = logging.getLogger("globalpointer")
 

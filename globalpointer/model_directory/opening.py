@@ -13,6 +13,7 @@ from ..files import read_json
 from ..model.decode import sigmoid
 from ..model.encoders import Encoder, bert_tokenizer, check_position_limit, saved_position_limit
 from ..model.network import SpanNetwork, load_network
+from ..model.score_map import score_map_from_json
 from .compiled import model_digest
 from .layout import (ARCHITECTURE, CHECKPOINT_INFO, CONFIG, LABELS, METADATA_FILES, RELATIONS, THRESHOLDS, TOKENIZER_CONFIG,
                      VOCAB, WEIGHTS, check_format_version, check_model_files, check_regular_file, is_export, locate_model,
@@ -282,9 +283,7 @@ class ModelDirectory:
     @functools.cached_property
     def score_map(self):
         """The map of calibrated scores fitted with the minimum scores (thresholds.json's ``score_map``,
-        ``inference.score_map``); None without one (a file of earlier versions: raw scores)."""
-        from ..inference.score_map import score_map_from_json
-
+        ``model.score_map``); None without one (a file of earlier versions: raw scores)."""
         if self.min_scores is None:
             return None
         path = os.path.join(self.path, THRESHOLDS)

@@ -27,7 +27,7 @@ from ..evaluation.metrics import types_scores
 from ..evaluation.relations import format_reports, headline
 from ..files import RunLock, read_json
 from ..inference.extractor import Extractor, PassesStopped
-from ..inference.score_map import score_map_from_json
+from ..model.score_map import score_map_from_json
 from ..model.encoders import AUTO, Encoder, check_position_limit, choose_encoder, load_encoder, position_limit
 from ..model.decode import score_logit
 from ..model_directory.layout import resolve_checkpoint
