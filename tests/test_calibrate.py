@@ -273,6 +273,15 @@ def test_calibrate_fits_the_map_of_what_its_thresholds_keep(trained, tmp_path, c
     # the scores predict gives are rounded to 6 decimals: the refit is as near as they allow
     assert (a, b) == pytest.approx(fit_platt([s for s, _ in items], [r for _, r in items]), abs=2e-3)
 
+    # a minimum score the user gives such a model is on the calibrated score too
+    mapped = globalpointer.load(str(model), ["model.min_score=0.7"])
+    calibrated = lambda score: 1 / (1 + np.exp(-(a * np.log(score / (1 - score)) + b)))
+    for line, entities in zip(lines[:20], found):
+        # (abs 1e-3: the raw scores are rounded to 6 decimals, whose logits near 1 move by up to 5e-3)
+        assert [(e["start"], e["end"], e["type"], pytest.approx(calibrated(e["score"]), abs=1e-3)) for e in entities
+                if calibrated(e["score"]) > 0.7] == [(e["start"], e["end"], e["type"], e["score"])
+                                                     for e in mapped(line["text"])]
+
     output = tmp_path / "report.json"
     assert evaluate_main(["--model", str(model), "--data", str(noisy), "--output", str(output)]) == 0
     report = json.loads(output.read_text())
