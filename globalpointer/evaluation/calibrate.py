@@ -184,6 +184,7 @@ def fit_score_map(entities: Sequence[Tuple[str, float, bool]],
     return ScoreMap(shared, None if triples is None else (
         fit_platt([s for s, _ in triples], [r for _, r in triples]) or identity))
 
+
 def fit_platt(scores: Sequence[float], right: Sequence[bool]) -> Optional[Platt]:
     """Platt's map for items scored ``scores`` (raw: sigmoid of the logit), ``right`` or not: (a, b) of the
     unpenalised logistic regression of right on the logit; None where the items fit none (all right, all
