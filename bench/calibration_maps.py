@@ -29,7 +29,7 @@ import common  # noqa: F401  sys.path and Paddle's quiet import
 import globalpointer
 from globalpointer.evaluation.calibrate import fit_platt
 from globalpointer.corpus import load_sources
-from globalpointer.evaluation.reliability import MIN_TYPE_ITEMS, reliability
+from globalpointer.evaluation.reliability import MIN_TYPE_ITEMS, entity_items, reliability, triple_items
 
 Items = List[Tuple[str, float, bool]]  # (group, raw score, right)
 
@@ -79,16 +79,11 @@ def mapped(fit_items: Items, held: Items, fit: Callable, per_type: bool) -> List
     return [float(maps.get(g, shared)(np.array([s]))[0]) for g, s, _ in held]
 
 
-def items(gold, predicted, triples: bool) -> Items:
-    out: Items = []
-    for truth, found in zip(gold, predicted):
-        if triples:
-            keys = {g.key for g in truth.relations}
-            out += [(r.type, r.score, r.key in keys) for r in found.relations]
-        else:
-            keys = {g.key for g in truth.entities}
-            out += [(e.type, e.score, e.key in keys) for e in found.entities]
-    return out
+def items_of(gold, predicted, triples: bool) -> Items:
+    """Each predicted item's (group, score, right): an entity's group its type, a triple's one group."""
+    if triples:
+        return [("triples", score, right) for score, right in triple_items(gold, predicted)]
+    return entity_items([r.entities for r in gold], [r.entities for r in predicted])
 
 
 def texts_of(folder: str) -> set:
@@ -126,7 +121,7 @@ def main(argv: Sequence[str] = None) -> None:
     print(f"{args.model}: fitted on {len(fit_gold)} texts of {args.fit}, measured on {len(held_gold)} held-out texts "
           f"of {args.held_out}")
     for kind in (("entities", False),) + ((("triples", True),) if relations else ()):
-        fit_items, held = items(fit_gold, fit_found, kind[1]), items(held_gold, held_found, kind[1])
+        fit_items, held = items_of(fit_gold, fit_found, kind[1]), items_of(held_gold, held_found, kind[1])
         right = [r for _, _, r in held]
         raw = reliability([s for _, s, _ in held], right)
         print(f"\n{kind[0]}: {len(fit_items)} fitted items, {len(held)} held-out items")

@@ -25,14 +25,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..model.score_map import Platt, ScoreMap
+from ..model.score_map import Platt, ScoreMap, raw_logit
 from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity, Record, kept_relations
 from ..errors import DataError
 from .evaluate import labelled_records, scored_predictions, unmeasured
 from .metrics import span_report
 from .relations import relation_report
-from .reliability import entity_reliability, triple_reliability
+from .reliability import entity_items, entity_reliability, triple_items, triple_reliability
 
 log = logging.getLogger("globalpointer")
 
@@ -157,24 +157,6 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
                                 "after": triple_reliability(records, mapped)["ece"]}}}
 
 
-def entity_items(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]]) -> List[Tuple[str, float, bool]]:
-    """(type, raw score, right) of every predicted entity."""
-    items = []
-    for truth, found in zip(gold, predicted):
-        keys = {g.key for g in truth}
-        items += [(e.type, e.score, e.key in keys) for e in found]
-    return items
-
-
-def triple_items(gold: Sequence[Record], predicted: Sequence[Record]) -> List[Tuple[float, bool]]:
-    """(raw score, right) of every predicted triple (strict)."""
-    items = []
-    for truth, found in zip(gold, predicted):
-        keys = {g.key for g in truth.relations}
-        items += [(r.score, r.key in keys) for r in found.relations]
-    return items
-
-
 def fit_score_map(entities: Sequence[Tuple[str, float, bool]],
                   triples: Optional[Sequence[Tuple[float, bool]]] = None) -> ScoreMap:
     """Platt's maps (``fit_platt``) of predicted items: one for every entity, and one for a relation
@@ -194,8 +176,7 @@ def fit_platt(scores: Sequence[float], right: Sequence[bool]) -> Optional[Platt]
     right = np.asarray(right, dtype="int64")
     if len(right) < 2 or right.min() == right.max():
         return None
-    p = np.clip(np.asarray(scores, dtype="float64"), 1e-15, 1 - 1e-15)
-    fitted = LogisticRegression(C=np.inf).fit((np.log(p) - np.log1p(-p))[:, None], right)
+    fitted = LogisticRegression(C=np.inf).fit(np.array([[raw_logit(score)] for score in scores]), right)
     a, b = float(fitted.coef_[0, 0]), float(fitted.intercept_[0])
     return (a, b) if a > 0 and np.isfinite([a, b]).all() else None
 

@@ -35,16 +35,32 @@ def reliability(scores: Sequence[float], right: Sequence[bool], bins: int = BINS
     return {"items": int(len(scores)), "ece": round(ece, 6), "mce": round(mce, 6), "bins": table}
 
 
+def entity_items(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]]) -> List[Tuple[str, float, bool]]:
+    """(type, score, right) of every predicted entity (right: its span and type are gold)."""
+    items = []
+    for truth, found in zip(gold, predicted):
+        keys = {g.key for g in truth}
+        items += [(entity.type, entity.score, entity.key in keys) for entity in found]
+    return items
+
+
+def triple_items(gold: Sequence[Record], predicted: Sequence[Record]) -> List[Tuple[float, bool]]:
+    """(score, right) of every predicted triple (right: strictly gold)."""
+    items = []
+    for truth, found in zip(gold, predicted):
+        keys = {g.key for g in truth.relations}
+        items += [(relation.score, relation.key in keys) for relation in found.relations]
+    return items
+
+
 def entity_reliability(gold: Sequence[Sequence[Entity]], predicted: Sequence[Sequence[Entity]],
                        labels: Sequence[str]) -> Dict:
     """``reliability`` of every predicted entity, and of each type with ``MIN_TYPE_ITEMS`` of them."""
+    items = entity_items(gold, predicted)
     by_type: Dict[str, List[Tuple[float, bool]]] = {}
-    for truth, found in zip(gold, predicted):
-        keys = {g.key for g in truth}
-        for entity in found:
-            by_type.setdefault(entity.type, []).append((entity.score, entity.key in keys))
-    items = [item for label_items in by_type.values() for item in label_items]
-    result = reliability([score for score, _ in items], [hit for _, hit in items])
+    for label, score, right in items:
+        by_type.setdefault(label, []).append((score, right))
+    result = reliability([score for _, score, _ in items], [hit for _, _, hit in items])
     result["per_type"] = {label: reliability([s for s, _ in by_type[label]], [h for _, h in by_type[label]])
                           for label in labels if len(by_type.get(label, ())) >= MIN_TYPE_ITEMS}
     return result
@@ -52,10 +68,7 @@ def entity_reliability(gold: Sequence[Sequence[Entity]], predicted: Sequence[Seq
 
 def triple_reliability(gold: Sequence[Record], predicted: Sequence[Record]) -> Dict:
     """``reliability`` of every predicted triple, right when strictly gold."""
-    items = []
-    for truth, found in zip(gold, predicted):
-        keys = {g.key for g in truth.relations}
-        items += [(relation.score, relation.key in keys) for relation in found.relations]
+    items = triple_items(gold, predicted)
     return reliability([score for score, _ in items], [hit for _, hit in items])
 
 

@@ -15,22 +15,20 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import quoted
 from ..spans import Entity, Record, Relation, kept_relations
+from .decode import score_logit, sigmoid
 
 Platt = Tuple[float, float]  # (a, b): a > 0
 
 
-def _logit(score: float) -> float:
-    score = min(max(score, 1e-15), 1.0 - 1e-15)
-    return math.log(score) - math.log1p(-score)
-
-
-def _sigmoid(z: float) -> float:
-    return 0.5 * (1.0 + math.tanh(0.5 * z))
+def raw_logit(score: float) -> float:
+    """The logit of a decoded item's score (``decode.score_logit``), a score of 0 or 1 (a logit beyond
+    float64's sigmoid) read as 1e-15 from it."""
+    return score_logit(min(max(score, 1e-15), 1.0 - 1e-15))
 
 
 def platt_score(platt: Platt, score: float) -> float:
     a, b = platt
-    return _sigmoid(a * _logit(score) + b)
+    return float(sigmoid(a * raw_logit(score) + b))
 
 
 class ScoreMap(NamedTuple):
@@ -40,12 +38,12 @@ class ScoreMap(NamedTuple):
     def threshold_logits(self, min_scores: Sequence[float]) -> List[float]:
         """The raw logit above which an entity's calibrated score is above each of ``min_scores``."""
         a, b = self.entities
-        return [(_logit(score) - b) / a for score in min_scores]
+        return [(raw_logit(score) - b) / a for score in min_scores]
 
     def calibrated_min_scores(self, labels: Sequence[str], logits: Sequence[float]) -> Dict[str, float]:
         """Each type's threshold logit (raw) as the calibrated minimum score it means."""
         a, b = self.entities
-        return {label: _sigmoid(a * z + b) for label, z in zip(labels, logits)}
+        return {label: float(sigmoid(a * z + b)) for label, z in zip(labels, logits)}
 
     def record(self, record: Record) -> Record:
         """``record`` with calibrated scores (its relations' entities: the record's own)."""
