@@ -6,7 +6,7 @@
 Each set is trained with a config that sets only its data (as a user's first config does), and any
 ``--set``: ``hand`` is ``data/hand-relations`` (24 sentences written for it), ``SET:N`` the first N
 texts of a public relation set's training file (``conll04``, ``scierc``, ``duie2-subset``) with the
-first ``--dev`` texts of its dev file.  Prints, per run, the best dev strict triple F1, the epoch it
+first ``--dev`` texts of its dev file that name only types those N texts teach.  Prints, per run, the best dev strict triple F1, the epoch it
 was reached at, the epochs run, and the dev triple F1 after each epoch.
 """
 import argparse
@@ -31,9 +31,18 @@ def records_of(path: str):
                                                                    if line.strip()]
 
 
-def slice_file(source: str, count: int, target: str) -> str:
+def type_names(record: dict) -> set:
+    """The entity and relation types a record names (DuIE's spo_list, or entities and relations lists)."""
+    if "spo_list" in record:
+        return {name for spo in record["spo_list"] for name in
+                (spo["predicate"], spo["subject_type"], *spo["object_type"].values())}
+    return {part[-1] if isinstance(part, list) else part["type"]
+            for key in ("entities", "relations") for part in record.get(key, ())}
+
+
+def slice_file(records, count: int, target: str) -> str:
     with open(target, "w", encoding="utf-8") as out:
-        for record in records_of(source)[:count]:
+        for record in records[:count]:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return target
 
@@ -45,9 +54,12 @@ def set_files(name: str, out: str, dev_count: int):
         return os.path.join(folder, "train.json"), os.path.join(folder, "dev.json")
     corpus, count = name.split(":")
     folder = os.path.join(SHARED, "relations", corpus)
-    train = slice_file(os.path.join(folder, "train.json"), int(count), os.path.join(out, f"{corpus}-{count}.train.json"))
-    dev = slice_file(os.path.join(folder, DEV_FILES[corpus]), dev_count, os.path.join(out, f"{corpus}.dev.json"))
-    return train, dev
+    train_records = records_of(os.path.join(folder, "train.json"))[:int(count)]
+    known = set().union(*map(type_names, train_records))
+    # dev texts whose types the slice teaches: a dev file naming another type is refused, as a user's would be
+    dev_records = [r for r in records_of(os.path.join(folder, DEV_FILES[corpus])) if type_names(r) <= known]
+    return (slice_file(train_records, int(count), os.path.join(out, f"{corpus}-{count}.train.json")),
+            slice_file(dev_records, dev_count, os.path.join(out, f"{corpus}-{count}.dev.json")))
 
 
 def train_run(run: str, train: str, dev: str, overrides) -> dict:

@@ -93,7 +93,7 @@ def relation_config(tmp_path, train_lines: int = 200, dev_lines: int = 40, test_
             "window_overlap": 8}
     if test_lines:
         data["test"] = write_lines(tmp_path / "test.json", relation_lines(test_lines, 4))
-    sections = {"data": data, "model": {"encoder": "tiny", "head_size": 16},
+    sections = {"data": data, "model": {"encoder": "tiny", "head_size": 16, "dropout": 0.1},
                 "train": {"epochs": 8, "min_steps": 0, "batch_size": 16, "lr": 2e-3, "head_lr": 2e-3,
                           "warmup_ratio": 0.05, "seed": 7,
                           "patience": 0, "layer_lr_decay": 1.0, "boundary_smoothing": 0.0, "calibrate": "shared"},

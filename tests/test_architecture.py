@@ -65,7 +65,8 @@ CONFIG_KEYS = [
     "train.batch_size", "train.boundary_smoothing", "train.boundary_smoothing_size", "train.calibrate",
     "train.epochs", "train.eval_every", "train.grad_accum_steps", "train.head_lr", "train.init_from",
     "train.large_training_set", "train.layer_lr_decay", "train.log_every", "train.lr", "train.max_grad_norm",
-    "train.max_steps", "train.min_steps", "train.patience", "train.seed", "train.warmup_ratio", "train.weight_decay"]
+    "train.max_steps", "train.min_steps", "train.patience", "train.seed", "train.small_training_set", "train.warmup_ratio",
+    "train.weight_decay"]
 REGISTRIES = {
     "heads": ["global_pointer", "efficient_global_pointer"],
     "backends": ["openvino", "onnxruntime", "paddle-inference", "dynamic"],

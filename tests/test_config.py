@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from globalpointer.cli import predict_main, train_main
-from globalpointer.config import RunConfig, dump_config, load_config, require_files
+from globalpointer.config import RunConfig, dump_config, flatten_config, load_config, require_files
 from globalpointer.errors import ConfigError
 
 
@@ -17,8 +17,8 @@ def write(tmp_path, text):
 def test_defaults_are_all_visible_and_round_trip():
     text = dump_config(RunConfig())
     tree = yaml.safe_load(text)
-    assert tree["model"]["encoder"] == "auto" and tree["train"]["lr"] == 3e-4
-    assert "# peak learning rate of the encoder" in text
+    assert tree["model"]["encoder"] == "auto" and tree["train"]["lr"] == "auto"
+    assert "# peak learning rate of the encoder" in text and "auto: 1e-3 for a relation model" in text
     assert load_config(base=tree) == RunConfig()
 
 
@@ -129,13 +129,14 @@ def number_keys():
     import dataclasses
 
     from globalpointer.config import RunConfig
+    from globalpointer.config.schema import NumberOrAuto
 
     def walk(cls, prefix):
         for f in dataclasses.fields(cls):
             if dataclasses.is_dataclass(f.type):
                 yield from walk(f.type, f"{prefix}{f.name}.")
-            elif f.type in (int, float):
-                yield prefix + f.name, f.type, f.metadata.get("bounds")
+            elif f.type in (int, float, NumberOrAuto):
+                yield prefix + f.name, int if f.type is int else float, f.metadata.get("bounds")
 
     return list(walk(RunConfig, ""))
 
@@ -157,6 +158,15 @@ def test_every_number_key_declares_its_range_and_refuses_what_is_outside(key, ki
             load_config(overrides=[f"{key}={10 ** 30}"])
 
 
+@pytest.mark.parametrize("key", ["train.lr", "model.dropout"])
+def test_a_number_key_with_auto_takes_auto_or_a_number_and_nothing_else(key):
+    assert flatten_config(load_config(overrides=[f"{key}=auto"]))[key] == "auto"
+    assert flatten_config(load_config(overrides=[f"{key}=0.25"]))[key] == 0.25
+    with pytest.raises(ConfigError, match=rf"^--set {re.escape(key)}=Auto: {re.escape(key)}: expected a number or "
+                                          rf"auto, got 'Auto'$"):
+        load_config(overrides=[f"{key}=Auto"])
+
+
 def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
     """RELIABILITY: attack 4, case 13."""
     path = tmp_path / "twice.yaml"
@@ -174,7 +184,7 @@ def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
 def test_a_bad_value_from_set_is_blamed_on_set_not_the_file(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("train:\n  epochs: 2\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"^--set train.lr=abc: train.lr: expected a number, got 'abc'$"):
+    with pytest.raises(ConfigError, match=r"^--set train.lr=abc: train.lr: expected a number or auto, got 'abc'$"):
         load_config(str(path), ["train.lr=abc"])
     path.write_text("train:\n  epochs: two\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"train.epochs: expected a whole number, got 'two' \(in .*run.yaml\)"):

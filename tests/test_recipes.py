@@ -203,7 +203,7 @@ def test_auto_trains_without_fgm_for_an_encoder_without_word_embeddings(caplog):
     from types import SimpleNamespace
 
     from globalpointer.errors import ConfigError
-    from globalpointer.training.loop import applied_adversarial
+    from globalpointer.training.recipes import applied_adversarial
 
     train = SimpleNamespace(adversarial="auto", large_training_set=100)
     assert applied_adversarial(train, 101, WithEmbeddings()) == "fgm"
@@ -220,7 +220,7 @@ def test_the_recipe_comparisons_default_rows_train_what_their_names_say_on_a_lar
     train.large_training_set)."""
     import importlib.util
 
-    from globalpointer.training.loop import applied_adversarial
+    from globalpointer.training.recipes import applied_adversarial
     from helpers import ROOT
 
     spec = importlib.util.spec_from_file_location("bench_recipes", os.path.join(ROOT, "bench", "recipes.py"))

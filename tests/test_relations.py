@@ -658,3 +658,44 @@ def test_the_zero_f1_warning_blames_the_encoder_only_when_the_entities_are_misse
         warn_nothing_learned(state)
     assert said in caplog.text
     assert ("encoder for another language" in caplog.text) == (entity_f1 == 0)
+
+
+@pytest.mark.parametrize("relational, texts, small_set, asked, resolved", [
+    (True, 24, 300, ("auto", "auto"), (1e-3, 0.3)),
+    (True, 300, 300, ("auto", "auto"), (1e-3, 0.3)),
+    (True, 301, 300, ("auto", "auto"), (3e-4, 0.1)),
+    (True, 24, 0, ("auto", "auto"), (3e-4, 0.1)),  # 0: no file is small
+    (False, 24, 300, ("auto", "auto"), (3e-4, 0.1)),  # an entity model: the rule is the relation sets' measurement
+    (True, 24, 300, (5e-5, "auto"), (5e-5, 0.3)),  # a value the user gives is kept
+    (True, 24, 300, ("auto", 0.0), (1e-3, 0.0))])
+def test_the_encoder_rate_and_dropout_auto_are_higher_for_a_relation_model_on_a_small_file(relational, texts, small_set,
+                                                                                            asked, resolved):
+    from globalpointer.config import load_config
+    from globalpointer.training.recipes import resolved_small_set
+
+    lr, dropout = asked
+    config = load_config(None, [f"train.lr={lr}", f"model.dropout={dropout}",
+                                f"train.small_training_set={small_set}"])
+    config = resolved_small_set(config, texts, relational)
+    assert (config.train.lr, config.model.dropout) == pytest.approx(resolved)
+
+
+def test_a_small_relation_file_trains_at_the_higher_rate_and_its_checkpoint_records_it(tmp_path, caplog, monkeypatch):
+    import yaml
+    from globalpointer.cli import train_main
+    from globalpointer.training import step
+    from synthetic import relation_config
+
+    rates = []
+    monkeypatch.setattr(step, "layer_rates", lambda named, lr, decay, real=step.layer_rates: rates.append(lr) or
+                        real(named, lr, decay))
+    config = relation_config(tmp_path, train_lines=48, dev_lines=16, train__epochs=1, train__lr=None,
+                             model__dropout=None)
+    with caplog.at_level("INFO"):
+        assert train_main(["--config", config]) == 0
+    assert "train.lr and model.dropout auto: 0.001 and 0.3, as for a relation model on 48 training texts" in caplog.text
+    recorded = yaml.safe_load(open(tmp_path / "run" / "best" / "config.yaml", encoding="utf-8"))
+    assert (recorded["train"]["lr"], recorded["model"]["dropout"]) == (0.001, 0.3) and rates == [0.001]
+    # --resume resolves auto to the recorded values again: no conflict with the run's config.yaml
+    caplog.clear()
+    assert train_main(["--config", config, "--resume"]) == 0 and "differs" not in caplog.text

@@ -13,7 +13,7 @@ import yaml
 from ..data.sources import DataSource, Sources, parse_sources, source_paths
 from ..errors import ConfigError, quoted
 from ..model.decode import sigmoid
-from .schema import INT64, RUN_TIME_KEYS, RunConfig, field_choices, validate
+from .schema import AUTO, INT64, RUN_TIME_KEYS, NumberOrAuto, RunConfig, field_choices, validate
 from .writing import to_dict
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,13 @@ def _coerce(value: Any, annotation, path: List[str]):
                 raise _key_error(path, f"{name}: {value} is beyond what a 64-bit whole number holds")
             return value
         raise _key_error(path, f"{name}: expected a whole number, got {value!r}")
+    if annotation == NumberOrAuto:
+        if value == AUTO:
+            return AUTO
+        try:
+            return _coerce(value, float, path)
+        except ConfigError as error:
+            raise _key_error(path, str(error).replace("expected a number", "expected a number or auto")) from None
     if annotation is float:
         number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -131,7 +138,7 @@ def _build(cls, values: Dict[str, Any], path: List[str]):
             if choices and kwargs[key] not in choices:
                 raise _key_error(path + [key], f"{_where(path + [key])}: {kwargs[key]!r} is not one of "
                                                f"{', '.join(choices)}")
-            if bounds and not bounds.holds(kwargs[key]):
+            if bounds and kwargs[key] != AUTO and not bounds.holds(kwargs[key]):
                 raise _key_error(path + [key], f"{_where(path + [key])} must be {bounds}, got {kwargs[key]!r} "
                                                f"({f.metadata['help']})")
     return cls(**kwargs)

@@ -2,7 +2,7 @@
 values (a registry's names, or a number's bounds), and the rules that join several keys."""
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
 from ..data.readers import FORMAT_ALIASES, FORMATS
 from ..data.sources import Sources
@@ -34,8 +34,19 @@ class Bounds(NamedTuple):
 POSITIVE = Bounds(0, None, low_included=False)
 NON_NEGATIVE = Bounds(0)
 FRACTION = Bounds(0, 1, high_included=False)  # [0, 1)
+AUTO = "auto"
+NumberOrAuto = Union[float, str]  # a number, or "auto": the value training chooses (``small_set_values``)
+# what auto is: the first on a relation model's small training file (train.small_training_set), else the second;
+# docs/results.md#relations-on-small-and-new-sets
+AUTO_LR = (1e-3, 3e-4)
+AUTO_DROPOUT = (0.3, 0.1)
 SEED_LIMIT = 2 ** 32 - 1  # numpy's seeds are 32-bit
 INT64 = 2 ** 63 - 1  # what every whole number reaches Paddle and numpy as
+
+
+def auto_value(value: NumberOrAuto, choices, small: bool = False) -> float:
+    """A number key's value, or what ``auto`` is (``choices``: (on a small file, otherwise))."""
+    return choices[0 if small else 1] if value == AUTO else value
 
 
 def _opt(default, help, choices=None, bounds: Optional[Bounds] = None, aliases: Optional[Dict[str, str]] = None):
@@ -118,7 +129,14 @@ class ModelConfig:
                                  "the model directory's thresholds.json (fitted by training, train.calibrate, or "
                                  "by globalpointer calibrate) when it has one; "
                                  "false: the raw scores, model.min_score for every type")
-    dropout: float = _opt(0.1, "dropout on the encoder output before the head", bounds=FRACTION)
+    dropout: NumberOrAuto = _opt(AUTO, "dropout on the encoder output before the head; auto: 0.3 for a relation "
+                                       "model on a small training file (train.small_training_set), else 0.1",
+                                 bounds=FRACTION)
+
+    @property
+    def dropout_rate(self) -> float:
+        """``dropout``, with ``auto`` as on a file that is not small (training sets it: ``small_set_values``)."""
+        return auto_value(self.dropout, AUTO_DROPOUT)
 
 
 @dataclass
@@ -139,9 +157,10 @@ class TrainConfig:
                                "relation model no triple in train.epochs alone "
                                "(docs/results.md#relations-on-small-and-new-sets). 0: no floor", bounds=NON_NEGATIVE)
     batch_size: int = _opt(16, "windows per optimizer step on each device, before accumulation", bounds=POSITIVE)
-    lr: float = _opt(3e-4, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it): "
-                           "ELECTRA-Small's rate for small encoders (a base-size encoder: start at 1e-4)",
-                      bounds=NON_NEGATIVE)
+    lr: NumberOrAuto = _opt(AUTO, "peak learning rate of the encoder's top layer (train.layer_lr_decay below it); "
+                                  "auto: 1e-3 for a relation model on a small training file "
+                                  "(train.small_training_set), else 3e-4, ELECTRA-Small's rate for small encoders "
+                                  "(a base-size encoder: start at 1e-4)", bounds=NON_NEGATIVE)
     head_lr: float = _opt(1e-3, "peak learning rate of the head (new weights learn faster than pretrained ones)",
                           bounds=NON_NEGATIVE)
     warmup_ratio: float = _opt(0.1, "fraction of the steps with a linear warmup; then linear decay to 0",
@@ -163,6 +182,11 @@ class TrainConfig:
     large_training_set: int = _opt(5000, "a training file of more than this many texts is large: train.adversarial "
                                          "auto trains it with FGM, and boundary smoothing is off on it; 0: no file "
                                          "is large",
+                                   bounds=NON_NEGATIVE)
+    small_training_set: int = _opt(100, "a relation model's training file of at most this many texts is small: "
+                                        "train.lr auto and model.dropout auto are higher on it, which gained dev "
+                                        "triple F1 on every set of 24 to 100 texts measured, and was mixed at 300 "
+                                        "(docs/results.md#relations-on-small-and-new-sets); 0: no file is small",
                                    bounds=NON_NEGATIVE)
     adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient",
                                       bounds=POSITIVE)
@@ -296,6 +320,14 @@ def key_help() -> List[KeyHelp]:
 # checkpoint's config.yaml leaves them out, and a model loaded takes them from their defaults and --set,
 # wherever and however it was trained
 RUN_TIME_KEYS = ("inference", "serve", "device", "cpu_threads")
+
+
+def small_set_values(config: RunConfig, small: bool) -> RunConfig:
+    """``config`` with ``train.lr`` and ``model.dropout`` ``auto`` made numbers: a training's values, which
+    its checkpoints record (``small``: a relation model on a small training file)."""
+    return dataclasses.replace(
+        config, train=dataclasses.replace(config.train, lr=auto_value(config.train.lr, AUTO_LR, small)),
+        model=dataclasses.replace(config.model, dropout=auto_value(config.model.dropout, AUTO_DROPOUT, small)))
 
 
 def validate(config: RunConfig) -> None:

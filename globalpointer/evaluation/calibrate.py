@@ -19,6 +19,7 @@ Label Studio backend then use (exports copy it).  Report F1 and ECE on labelled 
 fitted on.
 """
 import copy
+import functools
 import logging
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -125,15 +126,22 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
     low.threshold, low.pair_threshold, low.flat, low.score_map = floor, floor, False, None
     candidates = low.records([r.text for r in records])
 
-    def decoded(entity: float, pair: float) -> List[Record]:
-        entity_score, pair_score = float(sigmoid(entity)), float(sigmoid(pair))
+    @functools.lru_cache(maxsize=None)
+    def above(entity: float) -> List[Record]:
+        """The candidates with the entities above ``entity`` and the relations between them: a higher pair
+        threshold keeps those of them above it (each relation's score is its best, ``kept_relations``)."""
+        entity_score = float(sigmoid(entity))
         out = []
         for found in candidates:
             kept = [e for e in found.entities if e.score > entity_score]
             kept = select_flat(kept) if extractor.flat else kept
-            out.append(Record(found.text, kept, relations=kept_relations(
-                kept, [r for r in found.relations if r.score > pair_score])))
+            out.append(Record(found.text, kept, relations=kept_relations(kept, found.relations)))
         return out
+
+    def decoded(entity: float, pair: float) -> List[Record]:
+        pair_score = float(sigmoid(pair))
+        return [found._replace(relations=tuple(r for r in found.relations if r.score > pair_score))
+                for found in above(entity)]
 
     def quality(pair_of):
         return (relation_report(records, decoded(*pair_of))["micro"]["f1"],

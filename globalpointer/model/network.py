@@ -64,11 +64,11 @@ class SpanNetwork(nn.Layer):
 
 
 def build_network(settings, encoder: Encoder, num_types: int, num_relations: int = 0) -> SpanNetwork:
-    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout);
+    """``settings``: a run config's ``model`` section (head, head_size, rope, tril_mask, loss, dropout_rate);
     ``num_relations``: relation types, for a relation model (GPLinker, ``relation_head``)."""
     head = build_head(settings.head, encoder.hidden_size, num_types, head_size=settings.head_size,
                       rope=settings.rope, tril_mask=settings.tril_mask, loss=settings.loss, relations=num_relations)
-    return SpanNetwork(encoder.model, head, settings.dropout)
+    return SpanNetwork(encoder.model, head, settings.dropout_rate)
 
 
 def load_weights(network: nn.Layer, directory: str) -> None:

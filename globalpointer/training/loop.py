@@ -36,7 +36,7 @@ from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
 from .checks import (measuring_dev, relation_rows, relation_types, training_planes, warn_long_texts,
                      warn_unmeasured_test)
-from .recipes import find_word_embeddings
+from .recipes import applied_adversarial, applied_smoothing, resolved_small_set
 from .run import (Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files,
                   remove_unfinished_checkpoints, restore)
 from .step import Stepper, build_optimizer, check_finite_weights
@@ -136,6 +136,8 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     config = resolved_encoder(config, train_records)
     encoder, start, labels = starting_point(config, labels)
     relations = relation_types(train_records, sources_name(data.train, "data.train"), start)
+    config = resolved_small_set(config, len(train_records), bool(relations))
+    train = config.train
     if start is not None and config.model.encoder == AUTO:  # the trained model's, as its weights are
         config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                        encoder=start.config.model.encoder))
@@ -232,37 +234,6 @@ def planned_epochs(train, steps_per_epoch: int) -> int:
              "(train.epochs %d is the ceiling for smaller training files)", epochs, steps_per_epoch,
              train.max_steps, train.epochs)
     return epochs
-
-
-def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
-    """``train.boundary_smoothing``, or 0 for a head without span targets or a training file of more
-    than ``train.large_training_set`` texts."""
-    if not train.boundary_smoothing or not head_smooths:
-        return 0.0
-    if train.large_training_set and texts > train.large_training_set:
-        log.info("boundary smoothing off: %d training texts, more than train.large_training_set (%d), "
-                 "where it was level or lost F1 on the full sets measured (docs/training.md)", texts,
-                 train.large_training_set)
-        return 0.0
-    return train.boundary_smoothing
-
-
-def applied_adversarial(train, texts: int, network) -> str:
-    """``train.adversarial``, with ``auto`` resolved by the training file's size: fgm on more than
-    ``train.large_training_set`` texts, none on fewer, and none for an encoder without word embeddings."""
-    if train.adversarial != "auto":
-        return train.adversarial
-    if train.large_training_set and texts > train.large_training_set:
-        if find_word_embeddings(network) is None:
-            log.warning("train.adversarial auto: no FGM, though %d training texts are more than "
-                        "train.large_training_set (%d): this encoder has no parameter named "
-                        "*word_embeddings.weight for it to move", texts, train.large_training_set)
-            return "none"
-        log.info("FGM on (train.adversarial auto): %d training texts, more than train.large_training_set (%d), "
-                 "where it gained F1 for about twice the training time (docs/training.md)", texts,
-                 train.large_training_set)
-        return "fgm"
-    return "none"
 
 
 def resolved_encoder(config: RunConfig, train_records: List[Record]) -> RunConfig:
@@ -410,7 +381,7 @@ def warn_nothing_learned(state: Training) -> None:
     log.warning("the best dev F1 is 0.00: the model found none of the dev file's %s. Likely causes: an encoder "
                 "for another language (model.encoder %s, data.tokenization %s: set model.encoder to one for your "
                 "texts, docs/training.md#encoders); too little training for the types (%d training windows, %d "
-                "steps); a learning rate too high or too low (train.lr %g); or a dev file annotated with other "
+                "steps); a learning rate too high or too low (train.lr %s); or a dev file annotated with other "
                 "types or spans than the training file", what, config.model.encoder, config.data.tokenization,
                 len(state.windows), state.progress.global_step, config.train.lr)
 

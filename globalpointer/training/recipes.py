@@ -1,5 +1,7 @@
 """Training recipes the GlobalPointer literature reports gains with (``train.adversarial``,
-``train.layer_lr_decay``; when each is on by default, and the evidence: docs/training.md).
+``train.layer_lr_decay``; when each is on by default, and the evidence: docs/training.md), and the
+defaults a training file's size decides (``applied_smoothing``, ``applied_adversarial``,
+``resolved_small_set``).
 
 - FGM (Miyato et al.): after the backward pass, move the word embeddings by
   r = epsilon * g / ||g|| (g: their gradient from this batch, not from the earlier batches of a
@@ -8,14 +10,18 @@
 - Layer-wise learning-rate decay: the encoder's top layer learns at ``train.lr``, each layer below at
   ``layer_lr_decay`` times the one above, the embeddings below the lowest layer.
 """
+import logging
 import re
 from typing import Dict, Optional
 
 import numpy as np
 import paddle
 
+from ..config import RunConfig, flatten_config
+from ..config.schema import AUTO, small_set_values
 from ..errors import ConfigError
 
+log = logging.getLogger(__name__)
 LAYER = re.compile(r"\.layers?\.(\d+)\.")
 
 
@@ -86,3 +92,49 @@ def layer_rates(named_parameters, lr: float, decay: float) -> Dict[str, float]:
     names = [name for name, _ in named_parameters]
     num_layers = max((layer_depth(name, 0) for name in names), default=0)  # the deepest encoder layer's depth
     return {name: lr * decay ** (num_layers - layer_depth(name, num_layers)) for name in names}
+
+
+def applied_smoothing(train, texts: int, head_smooths: bool) -> float:
+    """``train.boundary_smoothing``, or 0 for a head without span targets or a training file of more
+    than ``train.large_training_set`` texts."""
+    if not train.boundary_smoothing or not head_smooths:
+        return 0.0
+    if train.large_training_set and texts > train.large_training_set:
+        log.info("boundary smoothing off: %d training texts, more than train.large_training_set (%d), "
+                 "where it was level or lost F1 on the full sets measured (docs/training.md)", texts,
+                 train.large_training_set)
+        return 0.0
+    return train.boundary_smoothing
+
+
+def applied_adversarial(train, texts: int, network) -> str:
+    """``train.adversarial``, with ``auto`` resolved by the training file's size: fgm on more than
+    ``train.large_training_set`` texts, none on fewer, and none for an encoder without word embeddings."""
+    if train.adversarial != "auto":
+        return train.adversarial
+    if train.large_training_set and texts > train.large_training_set:
+        if find_word_embeddings(network) is None:
+            log.warning("train.adversarial auto: no FGM, though %d training texts are more than "
+                        "train.large_training_set (%d): this encoder has no parameter named "
+                        "*word_embeddings.weight for it to move", texts, train.large_training_set)
+            return "none"
+        log.info("FGM on (train.adversarial auto): %d training texts, more than train.large_training_set (%d), "
+                 "where it gained F1 for about twice the training time (docs/training.md)", texts,
+                 train.large_training_set)
+        return "fgm"
+    return "none"
+
+
+def resolved_small_set(config: RunConfig, texts: int, relational: bool) -> RunConfig:
+    """``config`` with ``train.lr`` and ``model.dropout`` ``auto`` resolved: higher for a relation model whose
+    training file has at most ``train.small_training_set`` texts (``small_set_values``)."""
+    small = relational and 0 < texts <= config.train.small_training_set
+    chosen = [key for key, value in (("train.lr", config.train.lr), ("model.dropout", config.model.dropout))
+              if value == AUTO]
+    resolved = small_set_values(config, small)
+    if small and chosen:
+        log.info("%s auto: %s, as for a relation model on %d training texts, at most train.small_training_set (%d), "
+                 "where it gained triple F1 (docs/results.md#relations-on-small-and-new-sets)", " and ".join(chosen),
+                 " and ".join(f"{flatten_config(resolved)[key]:g}" for key in chosen), texts,
+                 config.train.small_training_set)
+    return resolved

@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 import paddle
 
 from ..config import RunConfig, TrainConfig
+from ..config.schema import AUTO_LR, auto_value
 from ..errors import TrainingError
 from ..model.network import model_inputs
 from ..model.smoothing import smoothed_targets
@@ -54,7 +55,8 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
     head_ids = {id(p) for p in model.fresh_parameters()}  # the fresh weights (the head's): head_lr
     # parameter name -> its group's rate
-    rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids], train.lr,
+    rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids],
+                        auto_value(train.lr, AUTO_LR),
                         train.layer_lr_decay)
     rates.update({n: train.head_lr for n, p in model.named_parameters() if id(p) in head_ids})
     by_rate: dict = {}
@@ -95,8 +97,8 @@ class Stepper:
     def __init__(self, model, network, optimizer, scheduler, train: TrainConfig, on_gpu: bool, smoothing: float,
                  adversarial: str):
         self.model, self.network, self.optimizer, self.scheduler, self.train = model, network, optimizer, scheduler, train
-        self.smoothing = smoothing  # train.boundary_smoothing as this run applies it (training.loop.applied_smoothing)
-        self.adversarial = adversarial  # train.adversarial as this run applies it (training.loop.applied_adversarial)
+        self.smoothing = smoothing  # train.boundary_smoothing as this run applies it (training.recipes.applied_smoothing)
+        self.adversarial = adversarial  # train.adversarial as this run applies it (training.recipes.applied_adversarial)
         self.dtype = amp_dtype(train.amp, on_gpu)
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0 ** 15) if self.dtype == "float16" else None
         self.fgm = FGM(word_embeddings(network), train.adversarial_epsilon) if adversarial == "fgm" else None
