@@ -185,8 +185,8 @@ class TrainConfig:
                                    bounds=NON_NEGATIVE)
     small_training_set: int = _opt(100, "a relation model's training file of at most this many texts is small: "
                                         "train.lr auto and model.dropout auto are higher on it, which gained dev "
-                                        "triple F1 on the four English sets of 24 to 100 texts measured (not on 100 "
-                                        "DuIE texts, where neither learned), and was mixed at 300 "
+                                        "triple F1 in 7 of 8 runs on sets of 24 to 100 texts (6 of 8 with the "
+                                        "fitted minimum scores), and was mixed at 300 "
                                         "(docs/results.md#relations-on-small-and-new-sets); 0: no file is small",
                                    bounds=NON_NEGATIVE)
     adversarial_epsilon: float = _opt(1.0, "fgm: length of the step on the word embeddings along their gradient",
