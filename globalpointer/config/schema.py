@@ -207,6 +207,11 @@ class TrainConfig:
                                     "evaluate, serve and exports read (model.use_calibration); none: "
                                     "model.min_score and the raw scores", ("none", "per_type", "shared"))
 
+    @property
+    def encoder_lr(self) -> float:
+        """``lr``, with ``auto`` as on a file that is not small (training sets it: ``small_set_values``)."""
+        return auto_value(self.lr, AUTO_LR)
+
 
 @dataclass
 class InferenceConfig:

@@ -17,7 +17,7 @@ from typing import Dict, Optional
 import numpy as np
 import paddle
 
-from ..config import RunConfig, flatten_config
+from ..config import RunConfig
 from ..config.schema import AUTO, small_set_values
 from ..errors import ConfigError
 
@@ -129,12 +129,13 @@ def resolved_small_set(config: RunConfig, texts: int, relational: bool) -> RunCo
     """``config`` with ``train.lr`` and ``model.dropout`` ``auto`` resolved: higher for a relation model whose
     training file has at most ``train.small_training_set`` texts (``small_set_values``)."""
     small = relational and 0 < texts <= config.train.small_training_set
-    chosen = [key for key, value in (("train.lr", config.train.lr), ("model.dropout", config.model.dropout))
-              if value == AUTO]
     resolved = small_set_values(config, small)
+    chosen = [(key, value) for key, asked, value in (("train.lr", config.train.lr, resolved.train.lr),
+                                                     ("model.dropout", config.model.dropout, resolved.model.dropout))
+              if asked == AUTO]
     if small and chosen:
         log.info("%s auto: %s, as for a relation model on %d training texts, at most train.small_training_set (%d), "
-                 "where it gained triple F1 (docs/results.md#relations-on-small-and-new-sets)", " and ".join(chosen),
-                 " and ".join(f"{flatten_config(resolved)[key]:g}" for key in chosen), texts,
+                 "where it gained triple F1 (docs/results.md#relations-on-small-and-new-sets)",
+                 " and ".join(key for key, _ in chosen), " and ".join(f"{value:g}" for _, value in chosen), texts,
                  config.train.small_training_set)
     return resolved

@@ -8,7 +8,6 @@ from typing import Optional, Tuple
 import paddle
 
 from ..config import RunConfig, TrainConfig
-from ..config.schema import AUTO_LR, auto_value
 from ..errors import TrainingError
 from ..model.network import model_inputs
 from ..model.smoothing import smoothed_targets
@@ -55,8 +54,7 @@ def build_optimizer(model, config: RunConfig, total_steps: int):
     scheduler = LinearDecayWithWarmup(1.0, max(total_steps, 1), train.warmup_ratio)
     head_ids = {id(p) for p in model.fresh_parameters()}  # the fresh weights (the head's): head_lr
     # parameter name -> its group's rate
-    rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids],
-                        auto_value(train.lr, AUTO_LR),
+    rates = layer_rates([(n, p) for n, p in model.named_parameters() if id(p) not in head_ids], train.encoder_lr,
                         train.layer_lr_decay)
     rates.update({n: train.head_lr for n, p in model.named_parameters() if id(p) in head_ids})
     by_rate: dict = {}
