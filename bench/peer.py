@@ -153,3 +153,52 @@ class PaddleNLPRelationPipeline:
             found.extend({(r["subject"], r["predicate"], r["object"]) for r in text_relations}
                          for text_relations in relations)
         return found
+
+
+class PeerEventHead(PeerRelationHead):
+    """``paddlenlp.layers.GPLinkerForEventExtraction``'s three heads as it builds them: the argument head
+    over the (event type, role) labels with RoPE, the head-to-head and tail-to-tail heads of one plane
+    each, without RoPE and with the lower triangle masked, trained on each pair of one event's members as
+    (min, max) cells (the published GPLinker's order), with the loss of ``PeerRelationHead``.  For this
+    project's decoder, which looks a link up in its members' (start, end, type) order, the pair planes'
+    lower triangle is given the upper one's values (a link's cells whichever way round)."""
+
+    def __init__(self, hidden_size: int, num_types: int, head_size: int = 64):
+        super().__init__(hidden_size, num_types, 1, head_size)
+        from paddlenlp.layers.globalpointer import GlobalPointer as PaddleNLPGlobalPointer
+
+        self.head_output = PaddleNLPGlobalPointer(hidden_size, 1, head_size=head_size, RoPE=False)
+        self.tail_output = PaddleNLPGlobalPointer(hidden_size, 1, head_size=head_size, RoPE=False)
+
+    def forward(self, hidden, attention_mask):
+        import paddle
+
+        logits = super().forward(hidden, attention_mask)
+        pairs = logits[:, self.num_types:]
+        length = pairs.shape[-1]
+        upper = paddle.triu(paddle.ones([length, length], dtype="bool"))
+        symmetric = paddle.where(upper, pairs, pairs.transpose([0, 1, 3, 2]))
+        return paddle.concat([logits[:, :self.num_types], symmetric], axis=1)
+
+    def loss(self, logits, gold, span_text, planes=None, soft=None, pairs=None):
+        import paddle
+
+        if pairs is None:
+            pairs = paddle.full([logits.shape[0], 1, 3], -1, dtype="int64")
+        rows, columns = pairs[..., 1:2], pairs[..., 2:3]  # each gold link as its (min, max) cell (-1 rows stay)
+        pairs = paddle.concat([pairs[..., :1], paddle.minimum(rows, columns), paddle.maximum(rows, columns)], axis=-1)
+        entity_mask, pair_mask = span_mask(span_text), span_mask(span_text, True)
+        starts = paddle.where(pairs[..., :1] < 1, pairs, paddle.full_like(pairs, -1))
+        ends = paddle.where(pairs[..., :1] >= 1, pairs - paddle.to_tensor([1, 0, 0]), paddle.full_like(pairs, -1))
+        entities = self.num_types
+        parts = [sparse_span_loss(logits[:, :entities], gold, entity_mask) * entities,
+                 sparse_span_loss(logits[:, entities:entities + 1], starts, pair_mask),
+                 sparse_span_loss(logits[:, entities + 1:], ends, pair_mask)]
+        return sum(parts) / 3, count_masked_gold(gold, entity_mask) + count_masked_gold(pairs, pair_mask)
+
+
+def build_peer_events(settings, encoder, num_types: int, num_relations: int = 0) -> Peer:
+    """``training.train``'s ``build`` for PaddleNLP's GPLinker for events (``num_relations``: the event
+    model's one link type)."""
+    hidden = encoder.model.config["hidden_size"]
+    return Peer(encoder.model, num_types, head=PeerEventHead(hidden, num_types, settings.head_size))

@@ -45,7 +45,7 @@ from globalpointer.model.network import build_network
 from globalpointer.model_directory.opening import load_checkpoint, open_model
 from globalpointer.training.loop import train
 from globalpointer.training.run import can_resume
-from peer import PaddleNLPRelationPipeline, build_peer_relations
+from peer import PaddleNLPRelationPipeline, build_peer_events, build_peer_relations
 
 
 def build_with_summed_losses(settings, encoder, num_types: int, num_relations: int = 0):
@@ -67,6 +67,7 @@ def build_with_published_pair_heads(settings, encoder, num_types: int, num_relat
 
 
 PEER = "paddlenlp GPLinker"
+EVENT_PEER = "paddlenlp GPLinker events"  # GPLinkerForEventExtraction, for a config whose data has events
 OWN_PIPELINE = "paddlenlp GPLinker, its own pipeline"
 MODELS = {"ours global_pointer": ("global_pointer", build_network),
           "ours efficient_global_pointer": ("efficient_global_pointer", build_network),
@@ -77,7 +78,8 @@ MODELS = {"ours global_pointer": ("global_pointer", build_network),
                                                                  build_with_published_pair_heads),
           "ours efficient_global_pointer ema": ("efficient_global_pointer", build_network),
           "ours global_pointer ema": ("global_pointer", build_network),
-          PEER: ("efficient_global_pointer", build_peer_relations)}
+          PEER: ("efficient_global_pointer", build_peer_relations),
+          EVENT_PEER: ("efficient_global_pointer", build_peer_events)}
 # How a model's training differs from the loop's own, where it does: the published GPLinker's EMA (0.999)
 TRAINING = {"ours efficient_global_pointer ema": lambda: averaged_weights(0.999),
             "ours global_pointer ema": lambda: averaged_weights(0.999)}

@@ -36,6 +36,53 @@ class Relation(NamedTuple):
         return (self.head.key, self.type, self.tail.key)
 
 
+# An event model is a relation model over these names (GPLinker for events): each entity type is an
+# (event type, role) pair, the trigger one of its roles, and one relation type links two arguments of the
+# same event; ``model.event_decode`` assembles the events back from them.
+TRIGGER = "trigger"  # the trigger's role
+ROLE_MARK = ":"  # EVENT_TYPE:ROLE, an argument's entity type (an event type holds no ':')
+EVENT_LINK = "(same event)"  # the relation type of an event model, and only of one
+
+
+def argument_label(event_type: str, role: str) -> str:
+    return f"{event_type}{ROLE_MARK}{role}"
+
+
+def split_argument_label(label: str) -> Tuple[str, str]:
+    """``argument_label`` undone: (event type, role)."""
+    event_type, _, role = label.partition(ROLE_MARK)
+    return event_type, role
+
+
+class Argument(NamedTuple):
+    """An event's argument (or its trigger, role ``TRIGGER``): characters, end exclusive."""
+    start: int
+    end: int
+    role: str
+    score: float = 1.0
+    aliases: Tuple[str, ...] = ()  # other strings that name it (DuEE's ``alias``): what its evaluation accepts
+
+    @property
+    def key(self):
+        return (self.start, self.end, self.role)
+
+
+class Event(NamedTuple):
+    type: str
+    trigger: Optional[Argument]  # None: an event whose trigger is not annotated (or not found)
+    arguments: Tuple[Argument, ...]  # sorted, without the trigger
+    score: float = 1.0
+
+    @property
+    def key(self):
+        """What exact event matching compares: its type, trigger span and every argument's span and role."""
+        return (self.type, self.trigger.key if self.trigger else (), tuple(sorted(a.key for a in self.arguments)))
+
+    def members(self) -> Tuple[Argument, ...]:
+        """The trigger (when there is one) and the arguments."""
+        return ((self.trigger,) if self.trigger else ()) + tuple(self.arguments)
+
+
 class TokenSpan(NamedTuple):
     type: int  # an index into the labels
     start: int
@@ -123,6 +170,7 @@ class Record(NamedTuple):
     origin: str = ""  # the data entry it was read from, when its file is one of a list
     relations: Tuple[Relation, ...] = ()  # their entities are among ``entities``
     margins: Optional[Tuple[float, ...]] = None  # a prediction's cells near their thresholds (inference/doubt.py)
+    events: Tuple[Event, ...] = ()  # an event file's: ``entities`` and ``relations`` are their encoding (EVENT_LINK)
 
     def entity_dicts(self, with_score: bool = False) -> List[dict]:
         out = []
@@ -144,12 +192,34 @@ class Record(NamedTuple):
             out.append(item)
         return out
 
-    def dicts(self, with_score: bool = False, relations: Optional[bool] = None) -> dict:
+    def event_dicts(self, with_score: bool = False) -> List[dict]:
+        """Each event as {"type", "trigger": {"start", "end", "text"} or null, "arguments": [{"role",
+        "start", "end", "text"}]}, character offsets, end exclusive (and each one's "score")."""
+        def argument(item: Argument, role: bool = True) -> dict:
+            out = {"role": item.role} if role else {}
+            out.update(start=item.start, end=item.end, text=self.text[item.start:item.end])
+            if with_score:
+                out["score"] = round(float(item.score), 6)
+            return out
+
+        out = []
+        for event in self.events:
+            item = {"type": event.type, "trigger": argument(event.trigger, False) if event.trigger else None,
+                    "arguments": [argument(a) for a in event.arguments]}
+            if with_score:
+                item["score"] = round(float(event.score), 6)
+            out.append(item)
+        return out
+
+    def dicts(self, with_score: bool = False, relations: Optional[bool] = None, events: Optional[bool] = None) -> dict:
         """{"entities"} and, for a record with relations (or with ``relations``: a relation model's
-        prediction, even of none), {"relations"}: what a line of the project's JSON lines (and of
-        prediction) holds besides its text."""
+        prediction, even of none), {"relations"}; for a record with events (or with ``events``: an event
+        model's prediction), {"events"} instead of the relations that encode them: what a line of the
+        project's JSON lines (and of prediction) holds besides its text."""
         out = {"entities": self.entity_dicts(with_score)}
-        if relations or (relations is None and self.relations):
+        if events or (events is None and self.events):
+            out["events"] = self.event_dicts(with_score)
+        elif relations or (relations is None and self.relations):
             out["relations"] = self.relation_dicts(with_score)
         return out
 

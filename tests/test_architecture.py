@@ -55,7 +55,8 @@ CONFIG_KEYS = [
     "cpu_threads", "data.dev", "data.format", "data.labels", "data.limit", "data.max_length", "data.on_error",
     "data.test", "data.tokenization", "data.train", "data.window_overlap", "device", "inference.backend",
     "inference.batch_size", "inference.compile_from_lines", "inference.compiled_cache_mb",
-    "inference.int8_unverified_cpu", "inference.max_entities_per_type", "inference.max_pairs_per_relation",
+    "inference.int8_unverified_cpu", "inference.max_entities_per_type", "inference.max_events_per_type",
+    "inference.max_pairs_per_relation",
     "inference.precision", "inference.tensorrt",
     "model.decode", "model.dropout", "model.encoder", "model.head", "model.head_size", "model.loss",
     "model.min_score", "model.rope", "model.tril_mask", "model.use_calibration", "output_dir",
@@ -70,7 +71,7 @@ CONFIG_KEYS = [
 REGISTRIES = {
     "heads": ["global_pointer", "efficient_global_pointer"],
     "backends": ["openvino", "onnxruntime", "paddle-inference", "dynamic"],
-    "formats": ["auto", "duie", "tokens", "triples", "label-studio", "cluener", "doccano", "cmeee", "jsonl", "chars",
+    "formats": ["auto", "duee", "phee", "events", "duie", "tokens", "triples", "label-studio", "cluener", "doccano", "cmeee", "jsonl", "chars",
                 "chars-position", "conll"],
     "output formats": ["jsonl", "label-studio", "doccano"],
 }

@@ -21,7 +21,11 @@ SHARED_FILES = {"cluener": {"train": "cluener/train.json", "dev": "cluener/dev.j
 # the relation sets (no records count is kept for them: a missing file skips); their first texts do not
 # hold every type of the others, so the few trained on stand for the dev and test files too
 RELATION_FILES = {"conll04": "relations/conll04/train.json", "duie": "relations/duie2-subset/train.json",
-                  "scierc": "relations/scierc/train.json", "relations-quickstart": None}
+                  "scierc": "relations/scierc/train.json",
+                  "relations-quickstart": os.path.join(ROOT, "data", "duie-sample", "train.json"),
+                  # the event sets likewise (DuEE's config on the format sample of its lines)
+                  "phee": "events/phee/train.json", "duee": "events/duee-sample/train.json",
+                  "events-quickstart": os.path.join(ROOT, "data", "events-sample", "train.json")}
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -40,8 +44,7 @@ def test_config_smoke(name, shared_data, tmp_path, monkeypatch):
     if name in RELATION_FILES:
         from conftest import SHARED_DATA
 
-        train = os.path.join(SHARED_DATA, RELATION_FILES[name]) if RELATION_FILES[name] else \
-            os.path.join(ROOT, "data", "duie-sample", "train.json")
+        train = os.path.join(SHARED_DATA, RELATION_FILES[name])  # an absolute path stays as it is
         if not os.path.isfile(train):
             pytest.skip(f"{train} is missing")
         overrides += [f"data.{key}={train}" for key in ("train", "dev", "test")]

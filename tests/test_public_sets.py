@@ -262,9 +262,9 @@ def test_a_partial_copy_of_a_set_is_said_file_by_file(tmp_path):
 
 
 @pytest.mark.parametrize("config, name", [("duie.yaml", "duie2-subset"), ("conll04.yaml", "conll04"),
-                                          ("scierc.yaml", "scierc")])
-def test_a_relation_config_without_its_data_says_where_the_set_comes_from(config, name, capsys):
-    """The relation configs read data/relations/<set>/: a missing file names the set and how to get it,
+                                          ("scierc.yaml", "scierc"), ("phee.yaml", "phee"), ("duee.yaml", "duee")])
+def test_a_relation_or_event_config_without_its_data_says_where_the_set_comes_from(config, name, capsys):
+    """The relation and event configs read data/relations/<set>/ and data/events/<set>/: a missing file names the set and how to get it,
     as `data list` does, and the copy in ../shared/data is complete by the same check."""
     from conftest import SHARED_DATA
     from globalpointer.cli import main as cli
@@ -272,8 +272,9 @@ def test_a_relation_config_without_its_data_says_where_the_set_comes_from(config
 
     assert cli(["train", "--config", os.path.join(ROOT, "configs", config), "--set", "output_dir=/nonexistent/run"]) == 2
     said = capsys.readouterr().err
-    assert f"a file of the public set {name}, which is not fetched:" in said and f"relations/{name}/" in said, said
+    folder = "events" if name in ("phee", "duee") else "relations"
+    assert f"a file of the public set {name}, which is not fetched:" in said and f"{folder}/{name}/" in said, said
     assert cli(["data", "list"]) == 0
     assert f"by hand: " in capsys.readouterr().out
-    if os.path.isdir(os.path.join(SHARED_DATA, "relations", name)):
+    if os.path.isdir(os.path.join(SHARED_DATA, folder, name)):
         assert incomplete(SHARED_DATA, name) == []

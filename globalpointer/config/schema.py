@@ -236,6 +236,10 @@ class InferenceConfig:
                                            "type a window gives at most, each, the best scored (0: no bound); the "
                                            "public sets' texts hold at most 15 triples of a type (DuIE)",
                                        bounds=NON_NEGATIVE)
+    max_events_per_type: int = _opt(64, "an event model: the events of one type a text gives at most (the complete "
+                                        "subgraphs of linked arguments found first; 0: no bound): an under-trained "
+                                        "model's half-linked arguments make exponentially many; PHEE's texts hold "
+                                        "at most 6 events", bounds=NON_NEGATIVE)
     compile_from_lines: int = _opt(500, "predict.py and evaluate.py on a checkpoint with inference.backend auto: from "
                                         "this many input lines, a Paddle Inference program is compiled from the "
                                         "checkpoint (a few seconds, once: it is cached by the checkpoint's content, "

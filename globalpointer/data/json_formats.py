@@ -13,6 +13,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 from ..errors import DataError, json_failure
 from ..files import parse_json
 from ..spans import Entity, Record, Relation
+from .event_formats import parse_duee, parse_events, parse_phee
 from .reading import ErrorPolicy, check_characters, lines
 from .relation_formats import check_relations, parse_duie, parse_tokens, parse_triples, relations_from_indices, report_mentions
 
@@ -376,6 +377,9 @@ class JsonFormat(NamedTuple):
 # says how it is read and recognised; detection takes the first whose ``shows`` holds, so the order
 # matters.  A tagged format is the string its tokens are joined with into the text.
 JSON_FORMATS: Dict[str, JsonFormat] = {
+    "duee": JsonFormat(parse_duee, ("event_list",), lambda o: "event_list" in o),
+    "phee": JsonFormat(parse_phee, ("annotations",), lambda o: "context" in o and isinstance(o.get("annotations"), list)),
+    "events": JsonFormat(parse_events, ("events", "entities"), lambda o: isinstance(o.get("events"), list)),
     "duie": JsonFormat(parse_duie, ("spo_list",), lambda o: "spo_list" in o, report=report_mentions),
     "tokens": JsonFormat(parse_tokens, ("tokens", "entities", "relations"), lambda o: isinstance(o.get("tokens"), list)),
     "triples": JsonFormat(parse_triples, ("triple_list",), lambda o: "triple_list" in o, report=report_mentions),

@@ -138,6 +138,21 @@ PUBLIC_SETS: Dict[str, PublicSet] = {
         manual="get SpERT's JSON files of SciERC (its scripts/fetch_datasets.sh downloads scierc_train.json, "
                "scierc_dev.json and scierc_test.json) and put them in DIR/scierc/ as train.json, dev.json and "
                "test.json"),
+    "phee": PublicSet(
+        "PHEE (English pharmacovigilance events; adverse and potential therapeutic events)",
+        "Sun et al. (EMNLP 2022), MIT licence",
+        files=(SetFile("train.json", "train.json", records=2898, format="phee"),
+               SetFile("dev.json", "dev.json", records=961, format="phee"),
+               SetFile("test.json", "test.json", records=968, format="phee")), parent="events",
+        manual="get data/json/train.json, dev.json and test.json of PHEE's repository "
+               "(https://github.com/ZhaoyueSun/PHEE) and put them in DIR/phee/"),
+    "duee": PublicSet(
+        "DuEE 1.0 (Chinese news events; 65 event types)",
+        "Baidu's DuEE 1.0 (LIC 2020), released for research after registration on its site",
+        files=(SetFile("train.json", "train.json", format="duee"), SetFile("dev.json", "dev.json", format="duee")),
+        parent="events",
+        manual="register for DuEE 1.0 (https://www.luge.ai, 'DuEE1.0'), then put its duee_train.json and "
+               "duee_dev.json in DIR/duee/ as train.json and dev.json"),
 }
 
 

@@ -18,7 +18,7 @@ import logging
 from typing import Dict, List, Sequence, Tuple
 
 from ..errors import DataError
-from ..spans import Entity, Record, Relation
+from ..spans import EVENT_LINK, Entity, Record, Relation
 from .reading import check_characters
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,12 @@ def split_slot(relation_type: str) -> Tuple[str, str]:
 def check_relations(record: Record, where: str) -> None:
     """What a relation is, in every format: a non-empty type, with ``@`` only as PREDICATE@SLOT (a complex
     object's slot, which the DuIE score joins to its triple), between two different entities (the decoder
-    links two spans, never a span to itself)."""
+    links two spans, never a span to itself); EVENT_LINK is an event file's alone."""
     for relation in record.relations:
         kind = relation.type
+        if kind == EVENT_LINK and not record.events:
+            raise DataError(f"{where}: relation type {EVENT_LINK!r} links the arguments of an event model's events; "
+                            f"give events as events (docs/events.md), or rename the relation type")
         predicate, mark, slot = kind.partition(SLOT_MARK)
         if mark and (not predicate.strip() or not slot.strip() or SLOT_MARK in slot):
             raise DataError(f"{where}: relation type {_quote(kind)}: '@' marks a complex object's slot, as "

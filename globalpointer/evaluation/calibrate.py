@@ -30,8 +30,9 @@ from ..model.score_map import Platt, ScoreMap, raw_logit
 from ..model.decode import score_logit, select_flat, sigmoid
 from ..spans import Entity, Record, kept_relations
 from ..errors import DataError
-from .evaluate import labelled_records, scored_predictions, unmeasured
+from .evaluate import LACKING, labelled_records, scored_predictions, unmeasured
 from .metrics import span_report
+from .events import event_report
 from .relations import relation_report
 from .reliability import entity_items, entity_reliability, triple_items, triple_reliability
 
@@ -96,10 +97,19 @@ def fit_thresholds(extractor, records, labels: Sequence[str], default: float, ki
     report thresholds.json holds (``calibration_report``) and the map of calibrated scores fitted on what
     they keep (``fit_score_map``), the minimum scores given on it; a relation model's are its two minimum
     scores fitted by triple F1, whatever ``kind`` (``fit_relation_thresholds``)."""
+    if getattr(extractor, "events", False):
+        return fit_event_thresholds(extractor, records, labels, default, kind)
     if getattr(extractor, "relations", None):
         return fit_relation_thresholds(extractor, records, labels, default)
-    gold = [r.entities for r in records]
     candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
+    return fit_entity_thresholds(extractor, records, labels, default, kind, candidates)[0]
+
+
+def fit_entity_thresholds(extractor, records, labels: Sequence[str], default: float, kind: str,
+                          candidates: Sequence[Sequence[Entity]]) -> Tuple[dict, List[List[Entity]]]:
+    """``fit_thresholds`` of an entity model, from its ``candidates`` (every span above the lowest grid
+    threshold); and what the fitted thresholds keep of them."""
+    gold = [r.entities for r in records]
     choose = choose_thresholds if kind == "per_type" else choose_shared_threshold
     thresholds = choose(candidates, gold, labels, default, extractor.flat, records=records)
     report = calibration_report(candidates, gold, labels, default, thresholds, extractor.flat, records)
@@ -112,7 +122,33 @@ def fit_thresholds(extractor, records, labels: Sequence[str], default: float, ki
     return {"kind": kind, "texts": len(records), **report, "min_scores": min_scores,
             "score_map": score_map.to_json(),
             "ece": {"entities": {"before": entity_reliability(gold, kept, labels)["ece"],
-                                 "after": entity_reliability(gold, mapped, labels)["ece"]}}}
+                                 "after": entity_reliability(gold, mapped, labels)["ece"]}}}, kept
+
+
+def fit_event_thresholds(extractor, records, labels: Sequence[str], default: float, kind: str) -> dict:
+    """An event model's minimum scores: its argument types' as an entity model's (``kind``; an argument
+    is kept or not whatever the links, so these decide the strict argument and trigger F1), then the
+    pair cells' one, the ``GRID`` threshold with the best exact event F1 given them (the links only group
+    the kept arguments into events; ties towards ``default``)."""
+    floor = min(GRID + (default,))
+    low = copy.copy(extractor)
+    low.threshold, low.pair_threshold, low.flat, low.score_map, low.events = floor, floor, False, None, False
+    candidates = low.records([r.text for r in records])
+    report, kept = fit_entity_thresholds(extractor, records, labels, default, kind, [c.entities for c in candidates])
+
+    def linked(pair: float) -> List[Record]:
+        pair_score = float(sigmoid(pair))
+        return [Record(c.text, entities, relations=kept_relations(entities, [r for r in c.relations if r.score > pair_score]))
+                for c, entities in zip(candidates, kept)]
+
+    def event_f1(pair: float) -> float:
+        return event_report(records, extractor.with_events(linked(pair)))["events"]["f1"]
+
+    best = max(sorted(set(GRID) | {default}), key=lambda pair: (event_f1(pair), -abs(pair - default)))
+    # the map of a relation model's (the links' scores too), its entity map the same as fitted above
+    score_map = fit_score_map(entity_items([r.entities for r in records], kept), triple_items(records, linked(best)))
+    return {**report, "kind": "events", "pair_min_score": float(sigmoid(best)), "score_map": score_map.to_json(),
+            "events_f1": {"before": event_f1(default), "after": event_f1(best)}}
 
 
 def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: float) -> dict:
@@ -206,6 +242,10 @@ def calibration_report(candidates, gold, labels, default: float, thresholds: Dic
 def format_calibration(report: dict) -> str:
     ece = "; ".join(f"ECE of the {what}' scores on it {row['before']:.3f} -> {row['after']:.3f}"
                     for what, row in report["ece"].items())
+    if report["kind"] == "events":
+        events = report["events_f1"]
+        ece += (f"\nminimum score of the pair cells {report['pair_min_score']:.3f}: exact event F1 "
+                f"{events['before'] * 100:.2f} -> {events['after'] * 100:.2f}")
     if report["kind"] == "relations":
         micro, entity = report["micro_f1"], next(iter(report["min_scores"].values()))
         return (f"minimum score of every entity type {entity:.3f}, of the pair cells {report['pair_min_score']:.3f}: "
@@ -238,7 +278,7 @@ def calibrate(ner, data_path: str, kind: str = "per_type") -> dict:
         fitted = "minimum scores fitted on it by triple F1" if relations else "minimum scores fitted on it"
         raise DataError(f"{data_path}: {len(records)} texts and {lacking}: {fitted} would fit nothing; {path} is "
                         f"left as it is. Calibrate on a labelled file with "
-                        f"{'relations' if lacking == 'no relation' else 'entities'} (the dev file)")
+                        f"{LACKING[lacking]} (the dev file)")
     report = {"data": data_path, **fit_thresholds(ner.extractor, records, labels,
                                                    score_logit(config.model.min_score), kind)}
     write_thresholds(ner.directory, report, config.model.min_score)

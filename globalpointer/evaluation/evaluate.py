@@ -9,8 +9,9 @@ from typing import List, Optional, Sequence
 from ..corpus import check_types, load_sources
 from ..data.sources import Sources, sources_name
 from ..files import atomic_write_json, atomic_write_text
-from ..spans import Entity, Record
+from ..spans import EVENT_LINK, Entity, Record
 from .metrics import error_summary, span_report
+from .events import event_report
 from .relations import headline, relation_report
 from .reliability import entity_reliability, triple_reliability
 
@@ -48,9 +49,14 @@ def labelled_records(path: Sources, reading: dict, labels: Sequence[str], traine
     return records
 
 
+LACKING = {"no entity": "entities", "no event": "events", "no relation": "relations"}  # unmeasured's, and what would fix it
+
+
 def unmeasured(records: Sequence[Record], relations: Sequence[str] = ()) -> str:
     """What labelled ``records`` lack to measure a model (``relations``: a relation model's types), as
-    "no entity" or "no relation"; "" when they can measure it."""
+    "no entity", "no event" or "no relation"; "" when they can measure it."""
+    if list(relations) == [EVENT_LINK] and not any(record.events for record in records):
+        return "no event"
     if not any(record.entities for record in records):
         return "no entity"
     if relations and not any(record.relations for record in records):
@@ -86,6 +92,8 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
     if relational:
         report["relations"] = relation_report(records, found, extractor.relations)
         report["relations"]["calibration"] = triple_reliability(records, found)
+        if getattr(extractor, "events", False):
+            report["events"] = event_report(records, found)
     origins = sorted({record.origin for record in records if record.origin})
     if origins:
         report["sources"] = {}
@@ -103,7 +111,10 @@ def evaluate_file(ner, path: Sources) -> Evaluation:
     relations = ner.extractor.relations
     records = labelled_records(path, ner.config.data.reading, ner.labels, relations=relations)
     lacking = unmeasured(records, relations)
-    if lacking == "no relation":
+    if lacking == "no event":
+        log.warning("%s: %d texts and no event: the event model's events cannot be measured on it (0 of 0)",
+                    sources_name(path, "--data"), len(records))
+    elif lacking == "no relation":
         log.warning("%s: %d texts and no relation: the relation model's triples cannot be measured on it (0 of 0); "
                     "its entity scores can", sources_name(path, "--data"), len(records))
     elif lacking:
@@ -124,7 +135,8 @@ def write_evaluation(path: str, report: dict, records: Sequence[Record], predict
     a relation model's relations: ``found``)."""
     atomic_write_json(path, report)
     found = found or [Record(r.text, p) for r, p in zip(records, predicted)]
-    lines = [json.dumps({"text": r.text, **f.dicts(with_score=True, relations=bool(r.relations or f.relations)),
+    lines = [json.dumps({"text": r.text, **f.dicts(with_score=True, relations=bool(r.relations or f.relations),
+                                                   events=bool(r.events or f.events)),
                          "gold": r.dicts()}, ensure_ascii=False) for r, f in zip(records, found)]
     atomic_write_text(predictions_path(path), "\n".join(lines) + "\n")
     log.info("wrote %s and %s", path, predictions_path(path))

@@ -7,6 +7,7 @@ from typing import Dict, Sequence
 
 from ..data.relation_formats import VALUE_SLOT, split_slot
 from ..spans import Record, Relation
+from .events import format_event_report
 from .metrics import _prf, format_report
 from .reliability import format_reliability
 
@@ -99,7 +100,10 @@ def relation_report(gold: Sequence[Record], predicted: Sequence[Record], relatio
 
 
 def headline(report: dict) -> dict:
-    """The micro scores a model is chosen and reported by: a relation model's strict triples, else its spans."""
+    """The micro scores a model is chosen and reported by: an event model's strict arguments, a relation
+    model's strict triples, else its spans."""
+    if "events" in report:
+        return report["events"]["micro"]
     return report["relations"]["micro"] if "relations" in report else report["micro"]
 
 
@@ -107,6 +111,8 @@ def format_reports(report: dict) -> str:
     """``metrics.format_report``'s entity table; a relation model's triples first, what it is chosen by,
     then its entities."""
     text = format_report(report)
+    if "events" in report:  # its relations and entities are the encoding of its events
+        return format_event_report(report["events"]) + "\n\narguments as entities:\n" + text
     return format_relation_report(report["relations"]) + "\n\nentities:\n" + text if "relations" in report else text
 
 

@@ -11,10 +11,11 @@ import paddle
 from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, whole_word_spans, window_entities
 from ..model.decode import Threshold, best_in_groups, score_logit, select_flat, sigmoid, threshold_array
+from ..model.event_decode import assemble_events
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
 from ..model.score_map import ScoreMap
-from ..spans import CLS_POSITIONS, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
+from ..spans import CLS_POSITIONS, EVENT_LINK, Entity, Record, Relation, TokenSpan, from_input, kept_relations, to_entity
 from .doubt import NEAR
 
 log = logging.getLogger("globalpointer")
@@ -26,7 +27,7 @@ class Extractor:
     def __init__(self, model: Callable, featurizer: Featurizer, labels: Sequence[str], decode: str = "nested",
                  threshold: Threshold = 0.0, batch_size: int = 64, pack_texts: bool = False,
                  whole_words: bool = False, relations: Sequence[str] = (), pair_threshold: float = 0.0,
-                 max_entities: int = 0, max_pairs: int = 0):
+                 max_entities: int = 0, max_pairs: int = 0, max_events: int = 0):
         """``model`` maps (input_ids, token_text, span_text) to head outputs, and its ``decode``
         maps (outputs, span_text, threshold) to token spans (any backend of model/backends.py).
         ``threshold``: one logit, or one per label.  ``batch_size``: rows per forward pass.
@@ -36,7 +37,8 @@ class Extractor:
         a word (a model trained on a file read as words, tokenized in subword pieces).  ``relations``: a
         relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit).
         ``max_entities``: the spans of one type a window gives at most, the best (0: no bound);
-        ``max_pairs``: a relation model's cells of one pair plane in a window at most (``pair_cells``)."""
+        ``max_pairs``: a relation model's cells of one pair plane in a window at most (``pair_cells``);
+        ``max_events``: an event model's events of one type in a text at most (``assemble_events``)."""
         self.model = model
         self.featurizer = featurizer
         self.labels = list(labels)
@@ -48,6 +50,8 @@ class Extractor:
         self.relations = list(relations)
         self.pair_threshold = pair_threshold
         self.max_entities, self.max_pairs = max_entities, max_pairs
+        self.events = self.relations == [EVENT_LINK]  # an event model: its records get their events
+        self.max_events = max_events
         self.score_map: Optional[ScoreMap] = None  # calibrated scores (score_map.py); None: the raw ones
 
     @classmethod
@@ -65,7 +69,8 @@ class Extractor:
                    whole_words=bool(trained_for.words), relations=trained_for.relations,
                    pair_threshold=score_logit(config.model.min_score) if pair_threshold is None else pair_threshold,
                    max_entities=config.inference.max_entities_per_type,
-                   max_pairs=config.inference.max_pairs_per_relation)
+                   max_pairs=config.inference.max_pairs_per_relation,
+                   max_events=config.inference.max_events_per_type)
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
         return run_steps(self.extract_steps(texts))
@@ -120,7 +125,23 @@ class Extractor:
             self.model.train()
         cut.say(self.max_entities, self.max_pairs)
         records = [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
-        return records if self.score_map is None else [self.score_map.record(record) for record in records]
+        if self.score_map is not None:
+            records = [self.score_map.record(record) for record in records]
+        return self.with_events(records) if self.events else records
+
+    def with_events(self, records: Sequence[Record]) -> List[Record]:
+        """An event model's records with their events (``event_decode.assemble_events``), bounded by
+        ``max_events`` per type and text (said in one warning)."""
+        out, cut = [], 0
+        for record in records:
+            events, stopped = assemble_events(record.entities, record.relations, self.max_events)
+            out.append(record._replace(events=events))
+            cut += stopped
+        if cut:
+            log.warning("decoding bounded: %d event type(s) in a text gave more than inference.max_events_per_type (%d) "
+                        "events and the first found were kept: a model early in training, or a minimum score too low, "
+                        "links far more arguments than a text holds", cut, self.max_events)
+        return out
 
     def _read_window(self, window: Window, spans: Sequence[TokenSpan], cells: Sequence, found: "_Found",
                      near: Optional["_Limits"]) -> None:

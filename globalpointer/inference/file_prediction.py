@@ -197,7 +197,8 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
             payload = item.payload
             if item.text is not None:
                 record = found_of.get(i) or Record(item.text, [], margins=() if writer.certainty else None)
-                payload = {**payload, **record.dicts(with_score=True, relations=relational)}
+                payload = {**payload, **record.dicts(with_score=True, relations=relational,
+                                                     events=getattr(extractor, "events", False))}
                 if writer.certainty:
                     payload["certainty"] = certainty(record)
             failed += "error" in payload
@@ -247,10 +248,11 @@ def write_records(records: Sequence[Record], path: str, output_format: str) -> N
     """Labelled records as ``output_format`` writes them (``convert --output-format``), atomically; where
     one has relations every line has its list, as a relation project's import needs."""
     relational = any(record.relations for record in records)
+    eventful = any(record.events for record in records)
     with atomic_output(path) as sink:
         writer = PredictionWriter(sink, output_format, labelled=True)
         for record in records:
-            writer.write({"text": record.text, **record.dicts(relations=relational)})
+            writer.write({"text": record.text, **record.dicts(relations=relational, events=eventful)})
         writer.close()
 
 

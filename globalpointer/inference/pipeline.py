@@ -92,9 +92,10 @@ class Pipeline:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
         (``Extractor.extract_steps``); with ``certainty``, {"entities", "certainty"} (and a relation
         model's "relations") per text, its certainty as ``inference.doubt.certainty`` gives it."""
-        if certainty or self.relations:  # a relation model: {"entities", "relations"} per text
+        if certainty or self.relations:  # a relation model: {"entities", "relations"} per text (an event model's: "events")
             found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=certainty)
-            out = [record.dicts(with_score=True, relations=bool(self.relations)) for record in found]
+            out = [record.dicts(with_score=True, relations=bool(self.relations), events=self.extractor.events)
+                   for record in found]
             if certainty:
                 for item, record in zip(out, found):
                     item["certainty"] = record_certainty(record)

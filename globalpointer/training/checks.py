@@ -7,13 +7,14 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from ..data.event_formats import event_types
 from ..data.relation_formats import relation_counts
 from ..data.sources import annotated_planes
-from ..evaluation.evaluate import unmeasured
+from ..evaluation.evaluate import LACKING, unmeasured
 from ..errors import ConfigError
 from ..model.heads import HEADS
 from ..model_directory.opening import LoadedModel
-from ..spans import Record
+from ..spans import EVENT_LINK, Record
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,15 @@ def relation_types(train_records: List[Record], source: str, start: Optional[Loa
     """The relation types of the training records (none: an entity model), said with their counts; a
     run from a trained model (``start``) must have its relation types, in its order."""
     counts = relation_counts(train_records)
-    if counts:
+    kinds = event_types(train_records)
+    if kinds:  # an event model: its one relation type links the arguments of an event (data/event_formats.py)
+        if set(counts) - {EVENT_LINK}:
+            raise ConfigError(f"{source}: events and relations ({', '.join(sorted(set(counts) - {EVENT_LINK}))}) in "
+                              f"one training: a model is trained on events or on relations; train one of each")
+        log.info("%s: event types %s", source, ", ".join(f"{kind} {count}" for kind, count in
+                                                        Counter(e.type for r in train_records for e in r.events).items()))
+        counts = {EVENT_LINK: counts.get(EVENT_LINK, 0)}
+    elif counts:
         log.info("%s: relation types %s", source, ", ".join(f"{kind} {count}" for kind, count in counts.items()))
     if start is not None and list(start.trained_for.relations) != list(counts):
         raise ConfigError(f"train.init_from: {start.directory} was trained for the relation types "
@@ -50,7 +59,7 @@ def relation_rows(train_records: List[Record], relations: Sequence[str]) -> Opti
         return None
     annotates: dict = {}
     for record in train_records:
-        annotates[record.origin] = annotates.get(record.origin, False) or bool(record.relations)
+        annotates[record.origin] = annotates.get(record.origin, False) or bool(record.relations or record.events)
     silent = [origin for origin, has in annotates.items() if not has]
     if not silent:
         return None
@@ -69,10 +78,10 @@ def measuring_dev(dev_records: List[Record], train_records: List[Record], source
         return dev_records
     lacking = unmeasured(dev_records, relations)
     if lacking:
-        scored = "strict triple F1" if lacking == "no relation" else "F1"
+        scored = {"no relation": "strict triple F1", "no event": "argument F1"}.get(lacking, "F1")
         log.warning("%s: %d texts and %s: its %s would be 0 at every evaluation; it chooses nothing, every planned "
                     "epoch runs and the last model is kept (name a dev file with %s)", source, len(dev_records),
-                    lacking, scored, "relations" if lacking == "no relation" else "entities")
+                    lacking, scored, LACKING[lacking])
         return []
     trained = {record.text for record in train_records}
     if all(record.text in trained for record in dev_records):
@@ -94,7 +103,7 @@ def warn_unmeasured_test(test_records: List[Record], relations: Sequence[str], s
     lacking = unmeasured(test_records, relations)
     if lacking:
         log.warning("%s: %d texts and %s: the test report's %s will be 0 of 0", source, len(test_records), lacking,
-                    "triples" if lacking == "no relation" else "scores")
+                    {"no relation": "triples", "no event": "events"}.get(lacking, "scores"))
 
 
 def warn_long_texts(windows, records, max_length: int, source: str) -> None:

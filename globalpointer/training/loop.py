@@ -36,7 +36,7 @@ from ..runtime import Runtime, launch_position, seed_everything, setup_runtime
 from ..spans import Record, on_word_boundaries, overlapping_share
 from .checks import (measuring_dev, relation_rows, relation_types, training_planes, warn_long_texts,
                      warn_unmeasured_test)
-from .recipes import applied_adversarial, applied_smoothing, resolved_small_set
+from .recipes import applied_adversarial, applied_smoothing, resolved_small_set, weigh_event_losses
 from .run import (Progress, RunDirectory, StopRequest, check_no_run, check_run_directory, remove_run_files,
                   remove_unfinished_checkpoints, restore)
 from .step import Stepper, build_optimizer, check_finite_weights
@@ -168,6 +168,7 @@ def prepare(config: RunConfig, resume: bool, build: Callable, overwrite: bool, r
     # model), and the head's initialisation must not depend on whether the cache was warm.
     seed_everything(train.seed)
     network = build(config.model, encoder, len(labels), **({"num_relations": len(relations)} if relations else {}))
+    weigh_event_losses(network.head, len(labels), relations)
     if start is not None:
         start_from(network, start.network)
     model = paddle.DataParallel(network) if runtime.world_size > 1 else network

@@ -1,0 +1,211 @@
+"""JSON formats of event data, one parser each (json_formats.JSON_FORMATS lists them ahead of the entity
+formats), and the encoding every one of them ends in (``event_record``):
+
+- ``duee``: DuEE 1.0's JSON lines, {"text", "event_list": [{"event_type", "trigger", "trigger_start_index",
+  "arguments": [{"argument_start_index", "role", "argument", "alias"}]}]}, character offsets; each
+  mention is checked against its text.  ``alias`` (other names of an argument) is kept for DuEE's measure.
+- ``phee``: PHEE's JSON lines, {"context", "annotations": [{"events": [{"event_type", "Trigger": {"text":
+  [[piece, ...]], "start": [[offset, ...]]}, ARGUMENT: {"text", "start", SUB_ARGUMENT: {...}}}]}]}: each
+  argument and sub-argument a role (``Treatment``, ``Treatment.Drug``), each piece of a mention an
+  argument of its role (GPLinker's spans are contiguous), an attribute with a cue span (``Speculated``,
+  ``Negated``, ``Severity``) a role on that cue (its value is not read), a nested ``Combination`` event's
+  drugs arguments ``Treatment.Drug`` of the event that holds it, a trigger of several pieces the span from
+  its first to its last.  The first annotation is read.
+- ``events``: the project's own, {"text", "events": [{"type", "trigger": {"start", "end"} or null,
+  "arguments": [{"role", "start", "end"}]}]}, end exclusive: what predict writes (its "text", "score"
+  and "entities" are read back as what they are: checked, ignored, derived).
+
+An event file's record keeps its events and holds their encoding for the span head (GPLinker): each
+argument an entity of type EVENT_TYPE:ROLE (the trigger role ``trigger``), each two members of one event
+linked by a relation EVENT_LINK (from the first in (start, end, type) order to the other).
+"""
+from itertools import combinations
+from typing import List, Optional, Sequence
+
+from ..errors import DataError
+from ..spans import (EVENT_LINK, ROLE_MARK, TRIGGER, Argument, Entity, Event, Record, Relation,
+                     argument_label)
+from .relation_formats import _quote, _text
+
+PHEE_NESTED = {"Combination": "Drug"}  # a nested event's role read as its holder's sub-argument
+
+
+def event_record(text: str, events: Sequence[Event], where: str) -> Record:
+    """The record of a text with ``events``: its arguments as entities EVENT_TYPE:ROLE and every two
+    members of one event linked (EVENT_LINK)."""
+    entities, links = set(), set()
+    for event in events:
+        members = sorted({Entity(a.start, a.end, argument_label(event.type, a.role)) for a in event.members()})
+        entities.update(members)
+        links.update(Relation(a, EVENT_LINK, b) for a, b in combinations(members, 2))
+    return Record(text, sorted(entities), where, relations=tuple(sorted(links)), events=tuple(events))
+
+
+def _name(value, what: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: {what} must be a non-empty string, got {_quote(value)}")
+    return value
+
+
+def _event_type(value, where: str) -> str:
+    name = _name(value, "the event type", where)
+    if ROLE_MARK in name:
+        raise DataError(f"{where}: event type {_quote(name)} holds {ROLE_MARK!r}, which names an argument's "
+                        f"type (EVENT_TYPE{ROLE_MARK}ROLE); rename the type")
+    return name
+
+
+def _role(value, where: str) -> str:
+    name = _name(value, "a role", where)
+    if name == TRIGGER:
+        raise DataError(f"{where}: role {TRIGGER!r} is the trigger's; give the trigger as the event's trigger, or "
+                        f"rename the role")
+    return name
+
+
+def _span(text: str, start, end, where: str, mention: Optional[str] = None) -> tuple:
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not 0 <= start < end <= len(text):
+        raise DataError(f"{where}: characters [{start!r}, {end!r}) are not within the text's {len(text)} "
+                        f"(end exclusive)")
+    if mention is not None and text[start:end] != mention:
+        raise DataError(f"{where}: the text at [{start}, {end}) is {text[start:end]!r:.60}, not {mention!r:.60}; "
+                        f"fix the offset or the mention")
+    return start, end
+
+
+def _event(event_type: str, trigger: Optional[Argument], arguments: List[Argument], where: str) -> Event:
+    if trigger is None and not arguments:
+        raise DataError(f"{where}: an event of type {event_type!r:.40} with neither a trigger nor an argument")
+    return Event(event_type, trigger, tuple(sorted(set(arguments))))
+
+
+def parse_events(obj, where: str) -> Record:
+    text = _text(obj, where)
+    listed = obj.get("events") or []
+    if not isinstance(listed, list):
+        raise DataError(f"{where}: \"events\" must be a list of {{\"type\", \"trigger\", \"arguments\"}}, got "
+                        f"{_quote(listed)}")
+    events = []
+    for number, item in enumerate(listed):
+        at = f"{where}: event {number}"
+        if not isinstance(item, dict) or "type" not in item:
+            raise DataError(f"{at} needs \"type\", \"trigger\" ({{\"start\", \"end\"}} or null) and \"arguments\", "
+                            f"got {_quote(item)}")
+        trigger = item.get("trigger")
+        if trigger is not None:
+            if not isinstance(trigger, dict) or "start" not in trigger or "end" not in trigger:
+                raise DataError(f"{at}: \"trigger\" is {{\"start\", \"end\"}} or null, got {_quote(trigger)}")
+            trigger = Argument(*_span(text, trigger["start"], trigger["end"], f"{at}: trigger", trigger.get("text")),
+                               TRIGGER)
+        arguments = item.get("arguments") or []
+        if not isinstance(arguments, list):
+            raise DataError(f"{at}: \"arguments\" must be a list of {{\"role\", \"start\", \"end\"}}, got "
+                            f"{_quote(arguments)}")
+        read = []
+        for index, argument in enumerate(arguments):
+            where_argument = f"{at}: argument {index}"
+            if not isinstance(argument, dict) or not all(key in argument for key in ("role", "start", "end")):
+                raise DataError(f"{where_argument} needs \"role\", \"start\" and \"end\", got {_quote(argument)}")
+            read.append(Argument(*_span(text, argument["start"], argument["end"], where_argument, argument.get("text")),
+                                 _role(argument["role"], where_argument)))
+        events.append(_event(_event_type(item["type"], at), trigger, read, at))
+    return event_record(text, events, where)
+
+
+def parse_duee(obj, where: str) -> Record:
+    text = _text(obj, where)
+    listed = obj.get("event_list") or []
+    if not isinstance(listed, list):
+        raise DataError(f"{where}: \"event_list\" must be a list of events, got {_quote(listed)}")
+    events = []
+    for number, item in enumerate(listed, 1):
+        at = f"{where}: event {number}"
+        if not isinstance(item, dict) or "event_type" not in item:
+            raise DataError(f"{at} needs \"event_type\", \"trigger\", \"trigger_start_index\" and \"arguments\", "
+                            f"got {_quote(item)}")
+        trigger = None
+        if item.get("trigger") is not None:
+            mention, start = _name(item["trigger"], "the trigger", at), item.get("trigger_start_index")
+            trigger = Argument(*_span(text, start, (start + len(mention)) if isinstance(start, int) else None,
+                                      f"{at}: trigger", mention), TRIGGER)
+        arguments = item.get("arguments") or []
+        if not isinstance(arguments, list):
+            raise DataError(f"{at}: \"arguments\" must be a list, got {_quote(arguments)}")
+        read = []
+        for index, argument in enumerate(arguments, 1):
+            where_argument = f"{at}: argument {index}"
+            if not isinstance(argument, dict) or not all(k in argument for k in ("argument", "argument_start_index", "role")):
+                raise DataError(f"{where_argument} needs \"argument\", \"argument_start_index\" and \"role\", got "
+                                f"{_quote(argument)}")
+            mention, start = _name(argument["argument"], "the argument", where_argument), argument["argument_start_index"]
+            aliases = argument.get("alias") or []
+            if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+                raise DataError(f"{where_argument}: \"alias\" must be a list of strings, got {_quote(aliases)}")
+            span = _span(text, start, (start + len(mention)) if isinstance(start, int) else None, where_argument, mention)
+            read.append(Argument(*span, _role(argument["role"], where_argument), aliases=tuple(aliases)))
+        events.append(_event(_event_type(item["event_type"], at), trigger, read, at))
+    return event_record(text, events, where)
+
+
+def _phee_mentions(text: str, value, role: str, where: str) -> List[Argument]:
+    """A PHEE argument's mentions ({"text": [[piece, ...]], "start": [[offset, ...]]}), a piece each."""
+    pieces, starts = value.get("text"), value.get("start")
+    if not isinstance(pieces, list) or not isinstance(starts, list) or len(pieces) != len(starts):
+        raise DataError(f"{where}: {role}: \"text\" and \"start\" must be lists of the same length, got "
+                        f"{_quote(pieces)} and {_quote(starts)}")
+    found = []
+    for mention, offsets in zip(pieces, starts):
+        if not isinstance(mention, list) or not isinstance(offsets, list) or len(mention) != len(offsets):
+            raise DataError(f"{where}: {role}: a mention is a list of pieces and one of their offsets, got "
+                            f"{_quote(mention)} at {_quote(offsets)}")
+        for piece, start in zip(mention, offsets):
+            piece = _name(piece, f"a piece of {role}", where)
+            end = start + len(piece) if isinstance(start, int) and not isinstance(start, bool) else None
+            found.append(Argument(*_span(text, start, end, f"{where}: {role}", piece), role))
+    return found
+
+
+def _phee_arguments(text: str, value: dict, role: str, where: str) -> List[Argument]:
+    """An argument's mentions and, under the keys that hold objects, its sub-arguments (role ``ROLE.SUB``);
+    a nested event (a list of events, ``PHEE_NESTED``) gives its drugs as the holder's sub-argument."""
+    found = _phee_mentions(text, value, role, where) if "text" in value else []
+    for key, sub in value.items():
+        if isinstance(sub, dict):
+            found += _phee_arguments(text, sub, f"{role}.{key}", where)
+        elif isinstance(sub, list) and key in PHEE_NESTED:
+            for nested in sub:
+                inner = nested.get(PHEE_NESTED[key]) if isinstance(nested, dict) else None
+                if isinstance(inner, dict):
+                    found += _phee_mentions(text, inner, f"{role}.{PHEE_NESTED[key]}", where)
+    return found
+
+
+def parse_phee(obj, where: str) -> Record:
+    text = _text(obj, where, "context")
+    annotations = obj.get("annotations")
+    if not isinstance(annotations, list) or (annotations and not isinstance(annotations[0], dict)):
+        raise DataError(f"{where}: \"annotations\" must be a list of {{\"events\": [...]}}, got {_quote(annotations)}")
+    listed = (annotations[0].get("events") if annotations else None) or []
+    if not isinstance(listed, list):
+        raise DataError(f"{where}: \"events\" must be a list, got {_quote(listed)}")
+    events = []
+    for number, item in enumerate(listed, 1):
+        at = f"{where}: event {item.get('event_id', number) if isinstance(item, dict) else number}"
+        if not isinstance(item, dict) or "event_type" not in item:
+            raise DataError(f"{at} needs \"event_type\", got {_quote(item)}")
+        triggers, arguments = [], []
+        for key, value in item.items():
+            if not isinstance(value, dict):
+                continue
+            if key == "Trigger":
+                triggers += [t._replace(role=TRIGGER) for t in _phee_mentions(text, value, key, at)]
+            else:
+                arguments += _phee_arguments(text, value, _role(key, at), at)
+        if len(triggers) > 1:  # a trigger of several pieces: the span from its first to its last
+            triggers = [Argument(min(t.start for t in triggers), max(t.end for t in triggers), TRIGGER)]
+        events.append(_event(_event_type(item["event_type"], at), triggers[0] if triggers else None, arguments, at))
+    return event_record(text, events, where)
+
+
+def event_types(records: Sequence[Record]) -> List[str]:
+    return sorted({event.type for record in records for event in record.events})
