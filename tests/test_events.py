@@ -1,6 +1,7 @@
 """Events (GPLinker on the span head): the readers of DuEE, PHEE and the project's own lines, the
 encoding into arguments and links and the decoding back as complete subgraphs, the measures, and a tiny
-event model through train, predict, load, evaluate, calibrate, export and serve."""
+event model through train, predict, load, evaluate, calibrate, export and serve (every writer of an event
+model through every reader: tests/test_round_trips.py)."""
 import itertools
 import json
 import os
@@ -282,22 +283,6 @@ def test_an_event_file_trains_an_event_model_that_every_reader_of_it_reads(event
     with TestClient(serve.create_app(ner, ner.config.serve)) as client:
         answer = client.post("/v1/extract", json={"texts": TEXTS})
         assert answer.status_code == 200 and [found_events(r) for r in answer.json()["results"]] == WANT
-
-
-@pytest.mark.slow
-def test_resume_and_init_from_keep_an_event_model(event_run, tmp_path):
-    import subprocess
-    import sys
-
-    import globalpointer
-
-    config = str(event_run / "config.yaml")
-    for epochs, resume in ((1, []), (2, ["--resume", "--resume-anyway"])):
-        subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", config, *resume, "--init-from",
-                        str(event_run / "run" / "best"), "--set", f"train.epochs={epochs}",
-                        "--set", f"output_dir={tmp_path / 'init'}"], check=True, capture_output=True)
-    for kind in ("best", "last"):
-        assert [found_events(r) for r in globalpointer.load(str(tmp_path / "init" / kind))(TEXTS)] == WANT
 
 
 @pytest.mark.parametrize("maker, weights", [("event_config", (6.0, 2.0)), ("relation_config", (1.0, 2.0))])

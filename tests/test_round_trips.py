@@ -2,11 +2,12 @@
 reads it.  Writers (rows): a checkpoint from train, from train --init-from (types listed in another
 order than the model's), from train --resume, from a Label Studio round that adds a type, from train
 with thresholds fitted on its dev file (train.calibrate); a float32 and an INT8 export; calibrated
-thresholds; and the same writers of a relation model (rows "relations: ...").  Readers (columns):
+thresholds; and the same writers of a relation model (rows "relations: ...") and of an event model (rows
+"events: ...", but the Label Studio round: Label Studio has no event labelling).  Readers (columns):
 predict, evaluate, globalpointer.load, serve, export, calibrate, train --init-from.  Each cell checks
 that the reader exits 0 (or answers 200) and that what it reads is what was written: the model's types
 in labels.json's order (and its relation types in relations.json's), the same entities (and
-relations) as the model predicts when loaded."""
+relations, and events) as the model predicts when loaded."""
 import json
 import math
 import os
@@ -17,12 +18,14 @@ import pytest
 import globalpointer
 from globalpointer.cli import evaluate_main, main, predict_main, train_main
 from helpers import label_studio_tasks
-from synthetic import make_records, relation_config, relation_lines, tiny_config, write_jsonl, write_lines
+from synthetic import (event_config, make_records, relation_config, relation_lines, tiny_config, write_jsonl,
+                       write_lines)
 
 pytestmark = pytest.mark.slow
 
 TEXTS = ["张三去了北京大学", "李四在上海", "王五和复旦大学"]
 RELATION_TEXTS = ["李四出生于广州", "王五任职于百度", "张三出生于北京" * 4]  # the last in two windows
+EVENT_TEXTS = ["李四出生于上海，王五出生于广州", "百度收购华为", "张三出生于北京，" * 5]  # the last in two windows
 
 
 def only(records, types):
@@ -151,6 +154,38 @@ def relation_writers(tmp_path_factory, relation_run):
             "config": lambda folder: relation_config(folder, train__epochs=1, train__calibrate="none")}
 
 
+@pytest.fixture(scope="module")
+def event_writers(tmp_path_factory):
+    """The writers' artifacts of an event model (synthetic.event_lines): name -> model directory."""
+    import subprocess
+    import sys
+
+    from globalpointer.cli import main as cli
+    from helpers import ROOT
+
+    root = tmp_path_factory.mktemp("event-round-trips")
+    config = event_config(root, train__calibrate="none")
+    dev = str(root / "dev.json")
+    assert train_main(["--config", config]) == 0
+    plain = root / "run" / "best"
+    assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set", f"output_dir={root / 'fitted'}"]) == 0
+    for epochs, resume in ((1, []), (2, ["--resume", "--resume-anyway"])):  # in processes of their own, as users run them
+        subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", config, *resume, "--init-from",
+                        str(plain), "--set", f"train.epochs={epochs}", "--set", f"output_dir={root / 'init'}"],
+                       check=True, capture_output=True)
+    calibrated = root / "calibrated"
+    shutil.copytree(plain, calibrated)
+    assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
+    assert cli(["export", "--model", str(plain), "--output", str(root / "export"), "--quantize", "int8"]) == 0
+    model = globalpointer.load(str(plain))
+    return {"events: train": plain, "events: train --init-from": root / "init" / "best",
+            "events: train --resume": root / "init" / "last", "events: calibrate": calibrated,
+            "events: export float32": root / "export", "events: export int8": root / "export",
+            "events: train train.calibrate": root / "fitted" / "best",
+            "dev": dev, "texts": EVENT_TEXTS, "labels": list(reversed(model.labels)),
+            "config": lambda folder: event_config(folder, train__epochs=1, train__calibrate="none")}
+
+
 ENTITY_WRITERS = ["train", "train --init-from", "train --resume", "calibrate", "Label Studio round", "export float32",
                   "export int8", "train train.calibrate"]
 
@@ -161,24 +196,30 @@ def of_relations(writers):
 
 
 RELATION_WRITERS = of_relations(ENTITY_WRITERS)
-WRITERS = ENTITY_WRITERS + RELATION_WRITERS
+EVENT_WRITERS = [f"events: {writer}" for writer in ENTITY_WRITERS if writer != "Label Studio round"]
+WRITERS = ENTITY_WRITERS + RELATION_WRITERS + EVENT_WRITERS
 
 
 def made_by(request, writer):
     """The artifacts of the writer's kind (built once a module, when a test first asks for them)."""
-    return request.getfixturevalue("relation_writers" if writer in RELATION_WRITERS else "writers")
+    return request.getfixturevalue("relation_writers" if writer in RELATION_WRITERS else
+                                   "event_writers" if writer in EVENT_WRITERS else "writers")
 
 
 def both(writers):
-    return writers + of_relations(writers)
+    """The writers of each kind of model (an event model has no Label Studio round)."""
+    return writers + of_relations(writers) + [f"events: {w}" for w in writers if w != "Label Studio round"]
 
 
 def outcome(result):
-    """What a reader must give back as the model found it: the spans, and the relations between them
-    (the scores may differ in their last digits between engines)."""
-    entities = result["entities"] if isinstance(result, dict) else result
-    return ([(e["start"], e["end"], e["type"]) for e in entities],
-            [(r["type"], r["head"], r["tail"]) for r in result.get("relations", [])] if isinstance(result, dict) else [])
+    """What a reader must give back as the model found it: the spans, the relations between them, and the
+    events (the scores may differ in their last digits between engines)."""
+    if not isinstance(result, dict):
+        return [(e["start"], e["end"], e["type"]) for e in result], [], []
+    return ([(e["start"], e["end"], e["type"]) for e in result["entities"]],
+            [(r["type"], r["head"], r["tail"]) for r in result.get("relations", [])],
+            [(e["type"], e["trigger"] and (e["trigger"]["start"], e["trigger"]["end"]),
+              [(a["role"], a["start"], a["end"]) for a in e["arguments"]]) for e in result.get("events", [])])
 
 
 def settings_of(writer):
@@ -212,6 +253,9 @@ def test_load_and_predict_read_it(request, writer, tmp_path):
     if writer in RELATION_WRITERS:
         assert [{"entities": line["entities"], "relations": line["relations"]} for line in lines] == expected
         assert any(found["relations"] for found in expected)
+    elif writer in EVENT_WRITERS:
+        assert [{"entities": line["entities"], "events": line["events"]} for line in lines] == expected
+        assert all(found["events"] for found in expected)
     else:
         assert [line["entities"] for line in lines] == expected
 
@@ -228,6 +272,9 @@ def test_evaluate_reads_it(request, writer, tmp_path):
     if writer in RELATION_WRITERS:
         assert set(report["relations"]["per_type"]) == set(ner.relations)
         assert report["relations"]["micro"]["f1"] > 0.5  # the triples the model was trained on
+    if writer in EVENT_WRITERS:
+        assert set(report["events"]["per_type"]) == {"出生", "收购"}
+        assert report["events"]["arguments"]["f1"] > 0.5  # the events the model was trained on
 
 
 @pytest.mark.parametrize("writer", WRITERS)
@@ -268,7 +315,8 @@ def test_calibrate_reads_it(request, writer, tmp_path):
     assert main(["calibrate", "--model", str(model), "--data", made["dev"]]) == 0
     fitted = json.load(open(model / "thresholds.json"))
     assert list(fitted["min_scores"]) == globalpointer.load(str(model)).labels
-    assert ("pair_min_score" in fitted) == (writer in RELATION_WRITERS)
+    assert ("pair_min_score" in fitted) == (writer not in ENTITY_WRITERS)
+    assert (fitted["kind"] == "events") == (writer in EVENT_WRITERS)
 
 
 @pytest.mark.parametrize("writer", both(["train --init-from", "Label Studio round", "train train.calibrate"]))
@@ -289,7 +337,7 @@ def _platt(pair, score):
     return 1.0 / (1.0 + math.exp(-(a * math.log(score / (1.0 - score)) + b)))
 
 
-@pytest.mark.parametrize("writer", both(["calibrate"]))
+@pytest.mark.parametrize("writer", ["calibrate", "relations: calibrate"])
 def test_every_reader_gives_the_calibrated_scores(request, writer, tmp_path):
     """A stored map of calibrated scores, through load, predict, serve, an ONNX export and the Label Studio
     backend: each gives every item the map of the score the model gives without it, and keeps what it keeps.
