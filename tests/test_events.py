@@ -279,10 +279,17 @@ def test_an_event_file_trains_an_event_model_that_every_reader_of_it_reads(event
                 "--output-format", "label-studio"]) == 2
     assert not (tmp_path / "ls.json").exists()
     assert cli(["label-studio-backend", "--model", str(best), "--work-dir", str(tmp_path / "rounds")]) == 2
+    # select: the least certain texts, by the argument and link cells near their thresholds
+    assert cli(["select", "--model", str(best), "--input", str(source), "--count", "1",
+                "--output", str(tmp_path / "picked.txt")]) == 0
+    assert (tmp_path / "picked.txt").read_text(encoding="utf-8").strip() in TEXTS
     # the service
     with TestClient(serve.create_app(ner, ner.config.serve)) as client:
         answer = client.post("/v1/extract", json={"texts": TEXTS})
         assert answer.status_code == 200 and [found_events(r) for r in answer.json()["results"]] == WANT
+        # the answer is what the API's schema documents (/openapi.json), events included
+        documented = serve.api_models(ner.config.serve).ExtractResponse.model_validate(answer.json())
+        assert documented.results[0].events[0].arguments[0].role in {"人物", "地点"}
 
 
 @pytest.mark.parametrize("maker, weights", [("event_config", (6.0, 2.0)), ("relation_config", (1.0, 2.0))])
