@@ -37,6 +37,28 @@ from .http import (answer_errors_as_json, check_texts, credentials_from_environm
 log = logging.getLogger("globalpointer")
 
 
+def event_model():
+    """An event as the API answers it (``spans.Record.event_dicts``)."""
+    from pydantic import BaseModel, Field
+
+    class TriggerOut(BaseModel):
+        start: int
+        end: int
+        text: str
+        score: float
+
+    class ArgumentOut(TriggerOut):
+        role: str
+
+    class EventOut(BaseModel):
+        type: str
+        trigger: Optional[TriggerOut] = Field(description="null: an event found without a trigger")
+        arguments: List[ArgumentOut]
+        score: float = Field(description="the lowest of its members' and of the links between them")
+
+    return EventOut
+
+
 def api_models(limits: ServeConfig) -> SimpleNamespace:
     """The request and answer models of the API (its OpenAPI schema), with ``limits`` in their
     descriptions."""
@@ -78,29 +100,12 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
         tail: int = Field(description="the index of its tail entity (the object) in entities")
         score: float = Field(description="the lower of its two pair cells' sigmoids")
 
-    class TriggerOut(BaseModel):
-        start: int
-        end: int
-        text: str
-        score: float
-
-    class ArgumentOut(TriggerOut):
-        role: str
-
-    class EventOut(BaseModel):
-        type: str
-        trigger: Optional[TriggerOut] = Field(description="null: an event found without a trigger")
-        arguments: List[ArgumentOut]
-        score: float = Field(description="the lowest of its members' and of the links between them")
-
     class Result(BaseModel):
         text: str
-        entities: List[EntityOut] = Field(description="the entities (an event model's: the arguments, typed "
-                                                      "EVENT_TYPE:ROLE)")
+        entities: List[EntityOut]
         relations: Optional[List[RelationOut]] = Field(None, description="a relation model's triples (absent for "
                                                                           "an entity model)")
-        events: Optional[List[EventOut]] = Field(None, description="an event model's events, character offsets "
-                                                                    "(docs/events.md)")
+        events: Optional[List[event_model()]] = Field(None, description="an event model's events (docs/events.md)")
 
     class ExtractResponse(BaseModel):
         results: List[Result]
@@ -117,8 +122,7 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
 
     class Labels(BaseModel):
         labels: List[str] = Field(description="the entity types, in the model's order")
-        relations: Optional[List[str]] = Field(None, description="a relation model's relation types (an event "
-                                                                  "model's: the one linking an event's members)")
+        relations: Optional[List[str]] = Field(None, description="a relation model's relation types")
 
     class Problem(BaseModel):
         detail: str = Field(description="what was wrong and what would fix it")
