@@ -191,6 +191,7 @@ def test_char_f1_is_duees_character_overlap():
     assert char_f1("4000人", "4000人") == 1.0
     assert char_f1("雀巢公司", "雀巢") == pytest.approx(2 * 0.5 * 1.0 / 1.5)
     assert char_f1("abc", "xyz") == 0.0
+    assert char_f1("Nadal", "nadal") == 1.0  # case-insensitive, as DuEE's official measure
 
 
 def test_the_event_measures_on_a_hand_counted_case():

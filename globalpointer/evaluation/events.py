@@ -24,7 +24,9 @@ def argument_keys(record: Record) -> set:
 
 
 def char_f1(predicted: str, gold: str) -> float:
-    """DuEE's character-level F1 of two strings: their common characters (with multiplicity) over each."""
+    """DuEE's character-level F1 of two strings, case-insensitive: their common characters (with
+    multiplicity) over each."""
+    predicted, gold = predicted.lower(), gold.lower()
     common = sum((Counter(predicted) & Counter(gold)).values())
     if not common:
         return 0.0
