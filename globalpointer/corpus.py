@@ -12,7 +12,7 @@ from .data.readers import read_records
 from .data.sources import Sources, declared_types
 from .errors import DataError
 from .model.encoders import is_chinese_vocabulary
-from .spans import Record
+from .spans import EVENT_LINK, Record, split_argument_label
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +107,17 @@ def check_types(records: Sequence[Record], labels: Sequence[str], trained: bool 
                                     f"types ({', '.join(relations)}{near}); the model cannot predict it: rename or "
                                     f"remove those relations" + ("" if trained else ", or add training texts with it"))
     known = set(labels)
+    events = list(relations) == [EVENT_LINK]
     for record in records:
         for entity in record.entities:
             if entity.type not in known:
+                if events:  # its entities are the arguments of its events, typed EVENT_TYPE:ROLE
+                    event_type, role = split_argument_label(entity.type)
+                    whose = "the model's" if trained else "the training data's"
+                    raise DataError(f"{record.source}: an argument of role {role!r} in an event of type {event_type!r}: "
+                                    f"{whose} events have no such (event type, role) pair{_near_miss(entity.type, labels)}; "
+                                    f"the model cannot predict it: rename or remove those arguments"
+                                    + ("" if trained else ", or add training texts with it"))
                 near = _near_miss(entity.type, labels)
                 if trained:
                     where, fix = "the model's types", (f"the model cannot predict it: rename or remove those "

@@ -305,3 +305,16 @@ def test_an_event_models_argument_loss_is_summed_over_its_labels(tmp_path, maker
     config = load_config(getattr(synthetic, maker)(tmp_path, 40, 10))
     state = prepare(config, False, build_network, False, False)
     assert state.network.head.loss_weights == weights
+
+
+def test_an_argument_role_the_training_data_lacks_is_named_as_one(tmp_path, capsys):
+    from globalpointer.cli import train_main
+    from synthetic import event_config, event_lines
+
+    config = event_config(tmp_path, 20, 5)
+    dev = event_lines(5, 2)
+    dev[3]["events"][0]["arguments"][0]["role"] = "人名"
+    write_lines(tmp_path / "dev.json", dev)
+    assert train_main(["--config", config]) == 2
+    said = capsys.readouterr().err
+    assert "dev.json:4: an argument of role '人名' in an event of type" in said and "no such (event type, role)" in said
