@@ -198,6 +198,8 @@ class Record(NamedTuple):
         def argument(item: Argument, role: bool = True) -> dict:
             out = {"role": item.role} if role else {}
             out.update(start=item.start, end=item.end, text=self.text[item.start:item.end])
+            if item.aliases:  # other names of it (DuEE's alias), kept through a conversion
+                out["aliases"] = list(item.aliases)
             if with_score:
                 out["score"] = round(float(item.score), 6)
             return out

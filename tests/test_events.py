@@ -87,6 +87,16 @@ def test_the_projects_event_lines_read_back_what_predict_writes(tmp_path):
         read_one(tmp_path, line)
 
 
+def test_convert_writes_events_as_event_lines_and_refuses_the_tools_formats(tmp_path):
+    from globalpointer.cli import main as cli
+
+    source = write_lines(tmp_path / "duee.json", [DUEE])
+    assert cli(["convert", source, str(tmp_path / "out.jsonl")]) == 0
+    assert read_records(str(tmp_path / "out.jsonl"))[0].events == read_records(source)[0].events
+    assert cli(["convert", source, str(tmp_path / "out.json"), "--output-format", "doccano"]) == 2
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_the_event_link_is_no_relation_type_of_a_relation_file(tmp_path):
     line = {"text": "张三在北京", "entities": [{"start": 0, "end": 2, "type": "PER"}, {"start": 3, "end": 5, "type": "LOC"}],
             "relations": [{"type": EVENT_LINK, "head": 0, "tail": 1}]}

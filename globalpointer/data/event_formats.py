@@ -12,8 +12,8 @@ formats), and the encoding every one of them ends in (``event_record``):
   drugs arguments ``Treatment.Drug`` of the event that holds it, a trigger of several pieces the span from
   its first to its last.  The first annotation is read.
 - ``events``: the project's own, {"text", "events": [{"type", "trigger": {"start", "end"} or null,
-  "arguments": [{"role", "start", "end"}]}]}, end exclusive: what predict writes (its "text", "score"
-  and "entities" are read back as what they are: checked, ignored, derived).
+  "arguments": [{"role", "start", "end", "aliases"?}]}]}, end exclusive: what predict and convert write
+  (its "text", "score" and "entities" are read back as what they are: checked, ignored, derived).
 
 An event file's record keeps its events and holds their encoding for the span head (GPLinker): each
 argument an entity of type EVENT_TYPE:ROLE (the trigger role ``trigger``), each two members of one event
@@ -73,6 +73,12 @@ def _span(text: str, start, end, where: str, mention: Optional[str] = None) -> t
     return start, end
 
 
+def _aliases(value, where: str) -> tuple:
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise DataError(f"{where}: the aliases must be a list of strings, got {_quote(value)}")
+    return tuple(value)
+
+
 def _event(event_type: str, trigger: Optional[Argument], arguments: List[Argument], where: str) -> Event:
     if trigger is None and not arguments:
         raise DataError(f"{where}: an event of type {event_type!r:.40} with neither a trigger nor an argument")
@@ -107,7 +113,8 @@ def parse_events(obj, where: str) -> Record:
             if not isinstance(argument, dict) or not all(key in argument for key in ("role", "start", "end")):
                 raise DataError(f"{where_argument} needs \"role\", \"start\" and \"end\", got {_quote(argument)}")
             read.append(Argument(*_span(text, argument["start"], argument["end"], where_argument, argument.get("text")),
-                                 _role(argument["role"], where_argument)))
+                                 _role(argument["role"], where_argument),
+                                 aliases=_aliases(argument.get("aliases") or [], where_argument)))
         events.append(_event(_event_type(item["type"], at), trigger, read, at))
     return event_record(text, events, where)
 
@@ -138,11 +145,9 @@ def parse_duee(obj, where: str) -> Record:
                 raise DataError(f"{where_argument} needs \"argument\", \"argument_start_index\" and \"role\", got "
                                 f"{_quote(argument)}")
             mention, start = _name(argument["argument"], "the argument", where_argument), argument["argument_start_index"]
-            aliases = argument.get("alias") or []
-            if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-                raise DataError(f"{where_argument}: \"alias\" must be a list of strings, got {_quote(aliases)}")
             span = _span(text, start, (start + len(mention)) if isinstance(start, int) else None, where_argument, mention)
-            read.append(Argument(*span, _role(argument["role"], where_argument), aliases=tuple(aliases)))
+            read.append(Argument(*span, _role(argument["role"], where_argument),
+                                 aliases=_aliases(argument.get("alias") or [], where_argument)))
         events.append(_event(_event_type(item["event_type"], at), trigger, read, at))
     return event_record(text, events, where)
 

@@ -249,6 +249,9 @@ def write_records(records: Sequence[Record], path: str, output_format: str) -> N
     one has relations every line has its list, as a relation project's import needs."""
     relational = any(record.relations for record in records)
     eventful = any(record.events for record in records)
+    if eventful and output_format != "jsonl":
+        raise UserError(f"--output-format {output_format}: the records hold events, which {output_format} has no form "
+                        f"for (docs/events.md); convert them to jsonl")
     with atomic_output(path) as sink:
         writer = PredictionWriter(sink, output_format, labelled=True)
         for record in records:
