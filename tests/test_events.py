@@ -197,6 +197,25 @@ def test_events_sharing_an_argument_come_back_apart_and_a_clique_of_two_triggers
     assert {e.score for e in assemble_events(record.entities, scored)[0]} == {0.7}
 
 
+def test_of_one_labels_overlapping_arguments_the_best_is_kept_and_the_event_stays_whole():
+    """Two nested candidates of one role split GPLinker's event in two (each is linked to the trigger,
+    not to the other); the best of them is kept, and arguments of other labels over the same words stay."""
+    from globalpointer.inference.extractor import Extractor
+    from globalpointer.spans import Entity
+
+    trigger, effect, wider = Entity(8, 13, "AE:trigger", 0.9), Entity(0, 3, "AE:Effect", 0.8), Entity(0, 7, "AE:Effect", 0.4)
+    drug, treatment = Entity(20, 30, "AE:Treatment.Drug", 0.9), Entity(20, 30, "AE:Treatment", 0.7)
+    members = [trigger, effect, wider, drug, treatment]
+    links = [Relation(a, EVENT_LINK, b, 0.9) for a, b in itertools.combinations(sorted(members), 2)
+             if {a, b} != {effect, wider}]
+    extractor = Extractor.__new__(Extractor)
+    extractor.max_events = 0
+    [record] = extractor.with_events([Record("x" * 40, members, relations=tuple(links))])
+    assert record.entities == sorted([effect, trigger, treatment, drug])
+    assert [(e.trigger.start, [(a.role, a.start, a.end) for a in e.arguments]) for e in record.events] == [
+        (8, [("Effect", 0, 3), ("Treatment", 20, 30), ("Treatment.Drug", 20, 30)])]
+
+
 def test_char_f1_is_duees_character_overlap():
     assert char_f1("4000人", "4000人") == 1.0
     assert char_f1("雀巢公司", "雀巢") == pytest.approx(2 * 0.5 * 1.0 / 1.5)

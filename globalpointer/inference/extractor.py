@@ -11,7 +11,7 @@ import paddle
 from ..data.batching import collate_rows, prediction_batches, split_row
 from ..data.features import Featurizer, Window, whole_word_spans, window_entities
 from ..model.decode import Threshold, best_in_groups, score_logit, select_flat, sigmoid, threshold_array
-from ..model.event_decode import assemble_events
+from ..model.event_decode import assemble_events, flat_per_label
 from ..model.network import model_inputs
 from ..model.relation_head import pair_cells, relation_pairs
 from ..model.score_map import ScoreMap
@@ -131,11 +131,14 @@ class Extractor:
 
     def with_events(self, records: Sequence[Record]) -> List[Record]:
         """An event model's records with their events (``event_decode.assemble_events``), bounded by
-        ``max_events`` per type and text (said in one warning)."""
+        ``max_events`` per type and text (said in one warning), from their arguments with no two of one
+        label overlapping (``flat_per_label``) and the links between those."""
         out, cut = [], 0
         for record in records:
-            events, stopped = assemble_events(record.entities, record.relations, self.max_events)
-            out.append(record._replace(events=events))
+            entities = flat_per_label(record.entities)
+            relations = kept_relations(entities, record.relations)
+            events, stopped = assemble_events(entities, relations, self.max_events)
+            out.append(record._replace(entities=entities, relations=relations, events=events))
             cut += stopped
         if cut:
             log.warning("decoding bounded: %d event type(s) in a text gave more than inference.max_events_per_type (%d) "

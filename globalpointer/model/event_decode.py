@@ -1,5 +1,6 @@
 """GPLinker's event decoding: an event model's decoded arguments (entities EVENT_TYPE:ROLE) and links
-(relations EVENT_LINK) -> events.  Per event type, the arguments are the nodes of a graph whose edges are
+(relations EVENT_LINK) -> events.  Of overlapping arguments of one label the best is kept
+(``flat_per_label``; arguments of different labels may overlap).  Per event type, the arguments are the nodes of a graph whose edges are
 the links between them; each maximal complete subgraph (clique, Bron-Kerbosch with pivoting) is one
 event, an argument linked to none an event of its own.  A clique holding several triggers gives an event
 per trigger, each with the clique's other arguments.  An event's score is the lowest of its members' and
@@ -8,6 +9,20 @@ an under-trained model's half-linked graph has exponentially many."""
 from typing import Dict, FrozenSet, List, Sequence, Set, Tuple
 
 from ..spans import EVENT_LINK, TRIGGER, Argument, Entity, Event, Relation, split_argument_label
+from .decode import select_flat
+
+
+def flat_per_label(entities: Sequence[Entity]) -> List[Entity]:
+    """The arguments with no two of one label (event type and role) overlapping, the best of each overlap
+    kept (``select_flat`` per label); a Treatment and its Treatment.Drug on the same words stay.  32 of
+    PHEE's 30,359 gold argument spans overlap another of their label; on its test file this gained 0.54
+    strict argument F1, 2.07 by DuEE's measure and 1.63 exact events (docs/events.md#results), where two
+    nested candidates of one role (``PLP``, ``PLP can``) had split one event in two."""
+    by_label: Dict[str, List[Entity]] = {}
+    for entity in entities:
+        by_label.setdefault(entity.type, []).append(entity)
+    return sorted((kept for group in by_label.values() for kept in select_flat(group)),
+                  key=lambda e: (e.start, e.end, e.type))
 
 
 def maximal_cliques(neighbours: Dict[int, Set[int]], limit: int = 0) -> Tuple[List[FrozenSet[int]], bool]:
