@@ -25,7 +25,7 @@ from typing import List, Optional, Sequence
 from ..errors import DataError
 from ..spans import (EVENT_LINK, ROLE_MARK, TRIGGER, Argument, Entity, Event, Record, Relation,
                      argument_label)
-from .relation_formats import _quote, _text
+from .relation_formats import _quote, _text, listed
 
 PHEE_NESTED = {"Combination": "Drug"}  # a nested event's role read as its holder's sub-argument
 
@@ -87,12 +87,8 @@ def _event(event_type: str, trigger: Optional[Argument], arguments: List[Argumen
 
 def parse_events(obj, where: str) -> Record:
     text = _text(obj, where)
-    listed = obj.get("events") or []
-    if not isinstance(listed, list):
-        raise DataError(f"{where}: \"events\" must be a list of {{\"type\", \"trigger\", \"arguments\"}}, got "
-                        f"{_quote(listed)}")
     events = []
-    for number, item in enumerate(listed):
+    for number, item in enumerate(listed(obj, "events", where, '{"type", "trigger", "arguments"}')):
         at = f"{where}: event {number}"
         if not isinstance(item, dict) or "type" not in item:
             raise DataError(f"{at} needs \"type\", \"trigger\" ({{\"start\", \"end\"}} or null) and \"arguments\", "
@@ -103,12 +99,8 @@ def parse_events(obj, where: str) -> Record:
                 raise DataError(f"{at}: \"trigger\" is {{\"start\", \"end\"}} or null, got {_quote(trigger)}")
             trigger = Argument(*_span(text, trigger["start"], trigger["end"], f"{at}: trigger", trigger.get("text")),
                                TRIGGER)
-        arguments = item.get("arguments") or []
-        if not isinstance(arguments, list):
-            raise DataError(f"{at}: \"arguments\" must be a list of {{\"role\", \"start\", \"end\"}}, got "
-                            f"{_quote(arguments)}")
         read = []
-        for index, argument in enumerate(arguments):
+        for index, argument in enumerate(listed(item, "arguments", at, '{"role", "start", "end"}')):
             where_argument = f"{at}: argument {index}"
             if not isinstance(argument, dict) or not all(key in argument for key in ("role", "start", "end")):
                 raise DataError(f"{where_argument} needs \"role\", \"start\" and \"end\", got {_quote(argument)}")
@@ -121,11 +113,8 @@ def parse_events(obj, where: str) -> Record:
 
 def parse_duee(obj, where: str) -> Record:
     text = _text(obj, where)
-    listed = obj.get("event_list") or []
-    if not isinstance(listed, list):
-        raise DataError(f"{where}: \"event_list\" must be a list of events, got {_quote(listed)}")
     events = []
-    for number, item in enumerate(listed, 1):
+    for number, item in enumerate(listed(obj, "event_list", where, "events"), 1):
         at = f"{where}: event {number}"
         if not isinstance(item, dict) or "event_type" not in item:
             raise DataError(f"{at} needs \"event_type\", \"trigger\", \"trigger_start_index\" and \"arguments\", "
@@ -135,11 +124,8 @@ def parse_duee(obj, where: str) -> Record:
             mention, start = _name(item["trigger"], "the trigger", at), item.get("trigger_start_index")
             trigger = Argument(*_span(text, start, (start + len(mention)) if isinstance(start, int) else None,
                                       f"{at}: trigger", mention), TRIGGER)
-        arguments = item.get("arguments") or []
-        if not isinstance(arguments, list):
-            raise DataError(f"{at}: \"arguments\" must be a list, got {_quote(arguments)}")
         read = []
-        for index, argument in enumerate(arguments, 1):
+        for index, argument in enumerate(listed(item, "arguments", at), 1):
             where_argument = f"{at}: argument {index}"
             if not isinstance(argument, dict) or not all(k in argument for k in ("argument", "argument_start_index", "role")):
                 raise DataError(f"{where_argument} needs \"argument\", \"argument_start_index\" and \"role\", got "
@@ -190,11 +176,8 @@ def parse_phee(obj, where: str) -> Record:
     annotations = obj.get("annotations")
     if not isinstance(annotations, list) or (annotations and not isinstance(annotations[0], dict)):
         raise DataError(f"{where}: \"annotations\" must be a list of {{\"events\": [...]}}, got {_quote(annotations)}")
-    listed = (annotations[0].get("events") if annotations else None) or []
-    if not isinstance(listed, list):
-        raise DataError(f"{where}: \"events\" must be a list, got {_quote(listed)}")
     events = []
-    for number, item in enumerate(listed, 1):
+    for number, item in enumerate(listed(annotations[0], "events", where) if annotations else [], 1):
         at = f"{where}: event {item.get('event_id', number) if isinstance(item, dict) else number}"
         if not isinstance(item, dict) or "event_type" not in item:
             raise DataError(f"{at} needs \"event_type\", got {_quote(item)}")
@@ -211,6 +194,3 @@ def parse_phee(obj, where: str) -> Record:
         events.append(_event(_event_type(item["event_type"], at), triggers[0] if triggers else None, arguments, at))
     return event_record(text, events, where)
 
-
-def event_types(records: Sequence[Record]) -> List[str]:
-    return sorted({event.type for record in records for event in record.events})

@@ -85,6 +85,15 @@ def _text(obj, where: str, key: str = "text") -> str:
     return text
 
 
+def listed(obj: dict, key: str, where: str, shape: str = "") -> list:
+    """``obj[key]``, a list (absent or null: empty), else an error naming the key and, with ``shape``,
+    what its items are."""
+    value = obj.get(key) or []
+    if not isinstance(value, list):
+        raise DataError(f"{where}: \"{key}\" must be a list{' of ' + shape if shape else ''}, got {_quote(value)}")
+    return value
+
+
 def _record(text: str, relations: Sequence[Relation], where: str, entities: Sequence[Entity] = ()) -> Record:
     every = set(entities) | {e for relation in relations for e in (relation.head, relation.tail)}
     return Record(text, sorted(every), where, relations=tuple(sorted(set(relations))))
@@ -92,11 +101,8 @@ def _record(text: str, relations: Sequence[Relation], where: str, entities: Sequ
 
 def parse_duie(obj, where: str) -> Record:
     text = _text(obj, where)
-    spo_list = obj.get("spo_list") or []
-    if not isinstance(spo_list, list):
-        raise DataError(f"{where}: \"spo_list\" must be a list of triples, got {_quote(spo_list)}")
     relations = []
-    for number, spo in enumerate(spo_list, 1):
+    for number, spo in enumerate(listed(obj, "spo_list", where, "triples"), 1):
         at = f"{where}: triple {number}"
         if not isinstance(spo, dict) or not all(key in spo for key in ("subject", "predicate", "object")):
             raise DataError(f"{at} needs \"subject\", \"predicate\" and \"object\", got {_quote(spo)}")
@@ -155,18 +161,13 @@ def parse_tokens(obj, where: str) -> Record:
     if not isinstance(obj, dict):
         raise DataError(f"{where}: a record must be a JSON object with \"tokens\"")
     text, offsets = _token_offsets(obj.get("tokens"), where)
-    items = obj.get("entities") or []
-    if not isinstance(items, list):
-        raise DataError(f"{where}: \"entities\" must be a list, got {_quote(items)}")
-    entities = [_token_entity(item, offsets, f"{where}: entity {i}") for i, item in enumerate(items)]
+    entities = [_token_entity(item, offsets, f"{where}: entity {i}")
+                for i, item in enumerate(listed(obj, "entities", where))]
     by_tokens: Dict[Tuple[int, int], List[Entity]] = {}
     for entity in entities:
         by_tokens.setdefault((entity.start, entity.end), []).append(entity)
     relations = []
-    listed = obj.get("relations") or []
-    if not isinstance(listed, list):
-        raise DataError(f"{where}: \"relations\" must be a list, got {_quote(listed)}")
-    for number, item in enumerate(listed):
+    for number, item in enumerate(listed(obj, "relations", where)):
         at = f"{where}: relation {number}"
         if isinstance(item, dict) and all(key in item for key in ("type", "head", "tail")):
             relations.append(_indexed_relation(item, entities, at, "the"))
@@ -190,11 +191,8 @@ def parse_tokens(obj, where: str) -> Record:
 
 def parse_triples(obj, where: str) -> Record:
     text = _text(obj, where)
-    listed = obj.get("triple_list") or []
-    if not isinstance(listed, list):
-        raise DataError(f"{where}: \"triple_list\" must be a list of [subject, relation, object], got {_quote(listed)}")
     relations = []
-    for number, item in enumerate(listed, 1):
+    for number, item in enumerate(listed(obj, "triple_list", where, "[subject, relation, object]"), 1):
         at = f"{where}: triple {number}"
         if not isinstance(item, list) or len(item) != 3:
             raise DataError(f"{at} must be [subject, relation, object], got {_quote(item)}")

@@ -7,7 +7,6 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from ..data.event_formats import event_types
 from ..data.relation_formats import relation_counts
 from ..data.sources import annotated_planes
 from ..evaluation.evaluate import LACKING, unmeasured
@@ -33,13 +32,12 @@ def relation_types(train_records: List[Record], source: str, start: Optional[Loa
     """The relation types of the training records (none: an entity model), said with their counts; a
     run from a trained model (``start``) must have its relation types, in its order."""
     counts = relation_counts(train_records)
-    kinds = event_types(train_records)
-    if kinds:  # an event model: its one relation type links the arguments of an event (data/event_formats.py)
+    events = Counter(event.type for record in train_records for event in record.events)
+    if events:  # an event model: its one relation type links the arguments of an event (data/event_formats.py)
         if set(counts) - {EVENT_LINK}:
             raise ConfigError(f"{source}: events and relations ({', '.join(sorted(set(counts) - {EVENT_LINK}))}) in "
                               f"one training: a model is trained on events or on relations; train one of each")
-        log.info("%s: event types %s", source, ", ".join(f"{kind} {count}" for kind, count in
-                                                        Counter(e.type for r in train_records for e in r.events).items()))
+        log.info("%s: event types %s", source, ", ".join(f"{kind} {count}" for kind, count in events.items()))
         counts = {EVENT_LINK: counts.get(EVENT_LINK, 0)}
     elif counts:
         log.info("%s: relation types %s", source, ", ".join(f"{kind} {count}" for kind, count in counts.items()))
