@@ -128,6 +128,22 @@ def relation_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def event_run(tmp_path_factory):
+    """A tiny event model trained once per test session on synthetic.event_lines, its minimum scores
+    fitted on its dev file (train.calibrate shared); the folder holding it (run/best), its data files and
+    ``unfitted``, the same model without thresholds.json."""
+    from globalpointer.cli import train_main
+    from synthetic import event_config
+
+    def build(folder):
+        assert train_main(["--config", event_config(folder)]) == 0
+        shutil.copytree(folder / "run" / "best", folder / "unfitted")
+        (folder / "unfitted" / "thresholds.json").unlink()
+
+    return built_once(tmp_path_factory, "events", build)
+
+
+@pytest.fixture(scope="session")
 def quickstart_first_epoch(tmp_path_factory):
     """The README's quickstart trained for one epoch (train.epochs=1), once per test session: the folder
     holding its run (run/best).  What the builds must agree on (test_gpu_build.py) and what INT8 on a CPU

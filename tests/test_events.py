@@ -245,17 +245,6 @@ def test_the_event_measures_on_a_hand_counted_case():
     assert report["micro"] == report["arguments"]
 
 
-@pytest.fixture(scope="module")
-def event_run(tmp_path_factory):
-    """A tiny event model (synthetic.event_lines), its minimum scores fitted on its dev file; its folder."""
-    from globalpointer.cli import train_main
-    from synthetic import event_config
-
-    folder = tmp_path_factory.mktemp("events")
-    assert train_main(["--config", event_config(folder)]) == 0
-    return folder
-
-
 TEXTS = ["李四出生于上海，王五出生于广州", "百度收购华为"]
 WANT = [{("出生", "出生", (("人物", "李四"), ("地点", "上海"))), ("出生", "出生", (("人物", "王五"), ("地点", "广州")))},
         {("收购", "收购", (("收购方", "百度"), ("被收购方", "华为")))}]

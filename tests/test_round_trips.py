@@ -113,24 +113,19 @@ def writers(tmp_path_factory):
             "labels": ["ORG", "PER", "LOC"]}
 
 
-@pytest.fixture(scope="module")
-def relation_writers(tmp_path_factory, relation_run):
-    """The writers' artifacts of a relation model (synthetic.relation_lines): name -> model directory; the
-    trained ones the session's ``relation_run`` (its fitted model, and the same without thresholds.json)."""
+def writers_of(session_run, root, config: str, dev: str) -> dict:
+    """The writers' artifacts of the session's relation or event model (``session_run``: its fitted model,
+    and the same without thresholds.json, trained with ``config`` but for train.calibrate): name -> model
+    directory, for every writer but the Label Studio round."""
     import subprocess
     import sys
 
     from globalpointer.cli import main as cli
-    from globalpointer.data.readers import read_records
-    from globalpointer.inference.label_studio import labeling_config
     from helpers import ROOT
 
-    root = tmp_path_factory.mktemp("relation-round-trips")
-    config = relation_config(root, train__calibrate="none")
-    dev = str(root / "dev.json")
     plain = root / "run" / "best"
-    shutil.copytree(relation_run / "unfitted", plain)
-    shutil.copytree(relation_run / "run" / "best", root / "fitted" / "best")
+    shutil.copytree(session_run / "unfitted", plain)
+    shutil.copytree(session_run / "run" / "best", root / "fitted" / "best")
     assert (root / "fitted" / "best" / "thresholds.json").is_file()
     # --init-from, then --resume of it: each in a process of its own, as users run them (the optimizer
     # state is keyed by the names Paddle gives parameters in their process)
@@ -142,46 +137,39 @@ def relation_writers(tmp_path_factory, relation_run):
     shutil.copytree(plain, calibrated)
     assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
     assert cli(["export", "--model", str(plain), "--output", str(root / "export"), "--quantize", "int8"]) == 0
+    return {"train": plain, "train --init-from": root / "init" / "best", "train --resume": root / "init" / "last",
+            "calibrate": calibrated, "export float32": root / "export", "export int8": root / "export",
+            "train train.calibrate": root / "fitted" / "best"}
+
+
+@pytest.fixture(scope="module")
+def relation_writers(tmp_path_factory, relation_run):
+    """The writers' artifacts of a relation model (synthetic.relation_lines): name -> model directory; the
+    trained ones the session's ``relation_run`` (its fitted model, and the same without thresholds.json)."""
+    from globalpointer.data.readers import read_records
+    from globalpointer.inference.label_studio import labeling_config
+
+    root = tmp_path_factory.mktemp("relation-round-trips")
+    dev = str(root / "dev.json")
+    made = writers_of(relation_run, root, relation_config(root, train__calibrate="none"), dev)
     tasks = label_studio_tasks(read_records(write_lines(root / "tasks.json", relation_lines(40, 5))))
-    model = globalpointer.load(str(plain))
-    return {"relations: train": plain, "relations: train --init-from": root / "init" / "best",
-            "relations: train --resume": root / "init" / "last", "relations: calibrate": calibrated,
-            "relations: Label Studio round": label_studio_round(str(plain), root, tasks, labeling_config(
-                model.labels, model.relations)),
-            "relations: export float32": root / "export", "relations: export int8": root / "export",
-            "relations: train train.calibrate": root / "fitted" / "best",
+    model = globalpointer.load(str(made["train"]))
+    made["Label Studio round"] = label_studio_round(str(made["train"]), root, tasks,
+                                                    labeling_config(model.labels, model.relations))
+    return {**{f"relations: {name}": path for name, path in made.items()},
             "dev": dev, "texts": RELATION_TEXTS, "labels": list(reversed(model.labels)),
             "config": lambda folder: relation_config(folder, train__epochs=1, train__calibrate="none")}
 
 
 @pytest.fixture(scope="module")
-def event_writers(tmp_path_factory):
-    """The writers' artifacts of an event model (synthetic.event_lines): name -> model directory."""
-    import subprocess
-    import sys
-
-    from globalpointer.cli import main as cli
-    from helpers import ROOT
-
+def event_writers(tmp_path_factory, event_run):
+    """The writers' artifacts of an event model (synthetic.event_lines), as ``relation_writers`` (no Label
+    Studio round: Label Studio has no event labelling); the trained ones the session's ``event_run``."""
     root = tmp_path_factory.mktemp("event-round-trips")
-    config = event_config(root, train__calibrate="none")
     dev = str(root / "dev.json")
-    assert train_main(["--config", config]) == 0
-    plain = root / "run" / "best"
-    assert train_main(["--config", config, "--set", "train.calibrate=shared", "--set", f"output_dir={root / 'fitted'}"]) == 0
-    for epochs, resume in ((1, []), (2, ["--resume", "--resume-anyway"])):  # in processes of their own, as users run them
-        subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", config, *resume, "--init-from",
-                        str(plain), "--set", f"train.epochs={epochs}", "--set", f"output_dir={root / 'init'}"],
-                       check=True, capture_output=True)
-    calibrated = root / "calibrated"
-    shutil.copytree(plain, calibrated)
-    assert cli(["calibrate", "--model", str(calibrated), "--data", dev]) == 0
-    assert cli(["export", "--model", str(plain), "--output", str(root / "export"), "--quantize", "int8"]) == 0
-    model = globalpointer.load(str(plain))
-    return {"events: train": plain, "events: train --init-from": root / "init" / "best",
-            "events: train --resume": root / "init" / "last", "events: calibrate": calibrated,
-            "events: export float32": root / "export", "events: export int8": root / "export",
-            "events: train train.calibrate": root / "fitted" / "best",
+    made = writers_of(event_run, root, event_config(root, train__calibrate="none"), dev)
+    model = globalpointer.load(str(made["train"]))
+    return {**{f"events: {name}": path for name, path in made.items()},
             "dev": dev, "texts": EVENT_TEXTS, "labels": list(reversed(model.labels)),
             "config": lambda folder: event_config(folder, train__epochs=1, train__calibrate="none")}
 
