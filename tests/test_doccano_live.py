@@ -87,16 +87,18 @@ def finished(session, base, task_id):
     raise AssertionError(f"doccano's task {task_id} did not finish within 120 s")
 
 
-def test_convert_writes_what_doccano_imports_and_doccanos_export_reads_back(doccano, tmp_path, caplog):
+@pytest.mark.parametrize("sample, links", [("duie-sample", 340), ("events-sample", 2451)])
+def test_convert_writes_what_doccano_imports_and_doccanos_export_reads_back(doccano, tmp_path, caplog, sample, links):
+    """Relations, and events as triggers linked to their arguments."""
     from globalpointer.cli import main as cli
     from globalpointer.data.readers import read_records
 
     session, base = doccano
-    source = os.path.join(ROOT, "data", "duie-sample", "dev.json")
+    source = os.path.join(ROOT, "data", sample, "dev.json")
     assert cli(["convert", source, str(tmp_path / "import.jsonl"), "--output-format", "doccano"]) == 0
-    assert "'Allow overlapping spans'" in caplog.text  # DuIE's mentions nest: the project must allow it
+    assert "'Allow overlapping spans'" in caplog.text  # mentions nest: the project must allow it
     project = session.post(base + "/v1/projects", json={
-        "name": "relations", "description": "DuIE sample", "guideline": "", "project_type": "SequenceLabeling",
+        "name": sample, "description": sample, "guideline": "", "project_type": "SequenceLabeling",
         "resourcetype": "SequenceLabelingProject", "use_relation": True, "allow_overlapping": True}).json()
     assert "id" in project, project
     with open(tmp_path / "import.jsonl", "rb") as handle:
@@ -116,6 +118,7 @@ def test_convert_writes_what_doccano_imports_and_doccanos_export_reads_back(docc
     assert [r.text for r in back] == [r.text for r in original]
     assert [sorted(e.key for e in r.entities) for r in back] == [sorted(e.key for e in r.entities) for r in original]
     assert [triples(r) for r in back] == [triples(r) for r in original]
-    assert sum(len(r.relations) for r in back) == 340
+    assert sum(len(r.relations) for r in back) == links  # an event file's: the links that encode its events
+    assert [sorted(e.key for e in r.events) for r in back] == [sorted(e.key for e in r.events) for r in original]
     first = json.loads(zipfile.ZipFile(tmp_path / "export.zip").read(member).splitlines()[0])
     assert first["entities"][0]["id"] != 0  # doccano's own ids, not the ones convert wrote

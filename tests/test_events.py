@@ -87,14 +87,73 @@ def test_the_projects_event_lines_read_back_what_predict_writes(tmp_path):
         read_one(tmp_path, line)
 
 
-def test_convert_writes_events_as_event_lines_and_refuses_the_tools_formats(tmp_path):
+@pytest.mark.parametrize("output_format", ["jsonl", "doccano", "label-studio"])
+def test_convert_writes_events_in_every_output_format_and_reads_them_back(tmp_path, output_format):
     from globalpointer.cli import main as cli
 
-    source = write_lines(tmp_path / "duee.json", [DUEE])
+    source = os.path.join(ROOT, "data", "events-sample", "dev.json")
+    out = tmp_path / "out.json"
+    assert cli(["convert", source, str(out), "--output-format", output_format]) == 0
+
+    def events(record):  # in the order of their triggers when read from a tool's regions
+        return sorted(e.key for e in record.events)
+
+    assert [events(r) for r in read_records(str(out))] == [events(r) for r in read_records(source)]
+
+
+def test_an_event_without_a_trigger_is_kept_as_event_lines_and_refused_in_the_tools_formats(tmp_path, capsys):
+    from globalpointer.cli import main as cli
+
+    line = json.loads(json.dumps(DUEE))
+    line["event_list"][0]["trigger"] = None
+    source = write_lines(tmp_path / "duee.json", [line])
     assert cli(["convert", source, str(tmp_path / "out.jsonl")]) == 0
-    assert read_records(str(tmp_path / "out.jsonl"))[0].events == read_records(source)[0].events
+    assert read_records(str(tmp_path / "out.jsonl"))[0].events[0].trigger is None
     assert cli(["convert", source, str(tmp_path / "out.json"), "--output-format", "doccano"]) == 2
+    assert "duee.json:1: an event of type '组织关系-裁员' without a trigger" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+# PaddleNLP UIE's doccano guide: the trigger labelled EVENT_TYPE触发词, the arguments with any label, a
+# relation from the trigger to each argument labelled with its role
+UIE_LINE = {"text": "北京时间5月21日四川发生5.1级地震", "entities": [
+    {"id": 1, "label": "地震触发词", "start_offset": 17, "end_offset": 19},
+    {"id": 2, "label": "时间", "start_offset": 0, "end_offset": 9},
+    {"id": 3, "label": "震级", "start_offset": 13, "end_offset": 17}],
+    "relations": [{"id": 1, "from_id": 1, "to_id": 2, "type": "时间"}, {"id": 2, "from_id": 1, "to_id": 3, "type": "震级"}]}
+
+
+def test_a_doccano_file_labelled_as_uie_labels_events_reads_as_events(tmp_path):
+    [record] = read_one(tmp_path, UIE_LINE)
+    assert record.events == (Event("地震", Argument(17, 19, TRIGGER), (Argument(0, 9, "时间"), Argument(13, 17, "震级"))),)
+    assert [e.type for e in record.entities] == ["地震:时间", "地震:震级", "地震:trigger"]
+
+
+def test_label_studio_events_read_in_the_relations_direction(tmp_path):
+    def region(number, start, end, label):
+        return {"id": f"r{number}", "from_name": "label", "to_name": "text", "type": "labels",
+                "value": {"start": start, "end": end, "labels": [label]}}
+
+    task = {"data": {"text": "张三出生于北京"}, "annotations": [{"result": [
+        region(1, 2, 4, "出生:trigger"), region(2, 0, 2, "出生:人物"), region(3, 5, 7, "PLACE"),
+        {"from_id": "r1", "to_id": "r2", "type": "relation", "direction": "right", "labels": ["人物"]},
+        {"from_id": "r3", "to_id": "r1", "type": "relation", "direction": "left", "labels": ["地点"]}]}]}
+    [record] = read_one(tmp_path, task)
+    assert record.events == (Event("出生", Argument(2, 4, TRIGGER), (Argument(0, 2, "人物"), Argument(5, 7, "地点"))),)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda o: o["relations"].append({"id": 3, "from_id": 2, "to_id": 3, "type": "时间"}),
+     r"the relation '时间' from '北京时间5月21日' \[0, 9\) labelled '时间' starts at no trigger"),
+    (lambda o: o["relations"].pop(), r"'5.1级' \[13, 17\) labelled '震级' belongs to no event"),
+    (lambda o: o["relations"][0].update(type="trigger"), "role 'trigger' is the trigger's"),
+])
+def test_a_wrongly_linked_event_is_an_error_naming_the_span(tmp_path, change, message):
+    line = json.loads(json.dumps(UIE_LINE))
+    change(line)
+    with pytest.raises(DataError, match=message) as error:
+        read_one(tmp_path, line)
+    assert "one.json:1" in str(error.value)
 
 
 def test_the_event_link_is_no_relation_type_of_a_relation_file(tmp_path):
@@ -293,11 +352,17 @@ def test_an_event_file_trains_an_event_model_that_every_reader_of_it_reads(event
     assert cli(["calibrate", "--model", str(tmp_path / "calibrated"), "--data", str(event_run / "dev.json")]) == 0
     fitted = json.load(open(tmp_path / "calibrated" / "thresholds.json", encoding="utf-8"))
     assert fitted["kind"] == "events" and 0 < fitted["pair_min_score"] < 1 and fitted["events_f1"]["after"] > 0.9
-    # outputs with no event shape of their own are refused, not written without the events
+    # the annotation tools' files: doccano's lines read back as the events; Label Studio's predictions,
+    # once accepted as the annotation, too; the interface offers the labels and the roles
+    assert cli(["predict", "--model", str(best), "--input", str(source), "--output", str(tmp_path / "doccano.json"),
+                "--output-format", "doccano"]) == 0
+    assert [found_events(r.dicts()) for r in read_records(str(tmp_path / "doccano.json"))] == WANT
     assert cli(["predict", "--model", str(best), "--input", str(source), "--output", str(tmp_path / "ls.json"),
-                "--output-format", "label-studio"]) == 2
-    assert not (tmp_path / "ls.json").exists()
-    assert cli(["label-studio-backend", "--model", str(best), "--work-dir", str(tmp_path / "rounds")]) == 2
+                "--output-format", "label-studio", "--label-config", str(tmp_path / "ls.xml")]) == 0
+    accepted = [{**task, "annotations": task["predictions"]} for task in json.load(open(tmp_path / "ls.json"))]
+    assert [found_events(r.dicts()) for r in read_records(write_lines(tmp_path / "accepted.json", accepted))] == WANT
+    interface = (tmp_path / "ls.xml").read_text(encoding="utf-8")
+    assert '<Relation value="人物"/>' in interface and '<Label value="出生:trigger"/>' in interface
     # select: the least certain texts, by the argument and link cells near their thresholds
     assert cli(["select", "--model", str(best), "--input", str(source), "--count", "1",
                 "--output", str(tmp_path / "picked.txt")]) == 0

@@ -246,19 +246,21 @@ def test_label_studio_shows_a_relation_models_triples_and_trains_a_round_on_anno
         stop(backend)
 
 
-def test_convert_writes_tasks_label_studio_imports_as_annotated_and_exports_back(label_studio, tmp_path):
-    """A labelled file as Label Studio tasks whose annotation is its labelling (relations too), imported,
-    exported by Label Studio and read back as the records it came from."""
+@pytest.mark.parametrize("sample", ["duie-sample", "events-sample"])
+def test_convert_writes_tasks_label_studio_imports_as_annotated_and_exports_back(label_studio, tmp_path, sample):
+    """A labelled file as Label Studio tasks whose annotation is its labelling (relations, or events as
+    triggers linked to their arguments), imported, exported by Label Studio and read back as the records
+    it came from."""
     from globalpointer.cli import main as cli
     from globalpointer.data.readers import read_records
 
-    source = os.path.join(ROOT, "data", "duie-sample", "dev.json")
+    source = os.path.join(ROOT, "data", sample, "dev.json")
     original = read_records(source)[:20]
     assert cli(["convert", source, str(tmp_path / "tasks.json"), "--take", "20", "--output-format",
                 "label-studio"]) == 0
     types = sorted({e.type for r in original for e in r.entities})
     kinds = sorted({r.type for record in original for r in record.relations})
-    status, project = api(label_studio, "/api/projects", {"title": "converted", "label_config": labeling_config(types, kinds)})
+    status, project = api(label_studio, "/api/projects", {"title": sample, "label_config": labeling_config(types, kinds)})
     assert status == 201, project
     status, imported = api(label_studio, f"/api/projects/{project['id']}/import",
                            json.loads((tmp_path / "tasks.json").read_text(encoding="utf-8")))
@@ -270,3 +272,5 @@ def test_convert_writes_tasks_label_studio_imports_as_annotated_and_exports_back
     assert [r.text for r in back] == [r.text for r in original]
     assert [sorted(e.key for e in r.entities) for r in back] == [sorted(e.key for e in r.entities) for r in original]
     assert [triples(r) for r in back] == [triples(r) for r in original]
+    assert [sorted(e.key for e in r.events) for r in back] == [sorted(e.key for e in r.events) for r in original]
+    assert any(r.events for r in back) == (sample == "events-sample")

@@ -3,7 +3,7 @@ reads it.  Writers (rows): a checkpoint from train, from train --init-from (type
 order than the model's), from train --resume, from a Label Studio round that adds a type, from train
 with thresholds fitted on its dev file (train.calibrate); a float32 and an INT8 export; calibrated
 thresholds; and the same writers of a relation model (rows "relations: ...") and of an event model (rows
-"events: ...", but the Label Studio round: Label Studio has no event labelling).  Readers (columns):
+"events: ...", its Label Studio round's events labelled as triggers linked to arguments).  Readers (columns):
 predict, evaluate, globalpointer.load, serve, export, calibrate, train --init-from.  Each cell checks
 that the reader exits 0 (or answers 200) and that what it reads is what was written: the model's types
 in labels.json's order (and its relation types in relations.json's), the same entities (and
@@ -18,7 +18,7 @@ import pytest
 import globalpointer
 from globalpointer.cli import evaluate_main, main, predict_main, train_main
 from helpers import label_studio_tasks
-from synthetic import (event_config, make_records, relation_config, relation_lines, tiny_config, write_jsonl,
+from synthetic import (event_config, event_lines, make_records, relation_config, relation_lines, tiny_config, write_jsonl,
                        write_lines)
 
 pytestmark = pytest.mark.slow
@@ -163,12 +163,22 @@ def relation_writers(tmp_path_factory, relation_run):
 
 @pytest.fixture(scope="module")
 def event_writers(tmp_path_factory, event_run):
-    """The writers' artifacts of an event model (synthetic.event_lines), as ``relation_writers`` (no Label
-    Studio round: Label Studio has no event labelling); the trained ones the session's ``event_run``."""
+    """The writers' artifacts of an event model (synthetic.event_lines), as ``relation_writers``; the
+    trained ones the session's ``event_run``, the Label Studio round's tasks as ``convert`` writes them."""
+    from globalpointer.data.readers import read_records
+    from globalpointer.inference.file_prediction import write_records
+    from globalpointer.inference.label_studio import labeling_config
+
     root = tmp_path_factory.mktemp("event-round-trips")
     dev = str(root / "dev.json")
     made = writers_of(event_run, root, event_config(root, train__calibrate="none"), dev)
     model = globalpointer.load(str(made["train"]))
+    write_records(read_records(write_lines(root / "gold.json", event_lines(40, 5))), str(root / "tasks.json"),
+                  "label-studio")
+    tasks = [{**task, "id": index, "annotations": [{**task["annotations"][0], "id": index}]}
+             for index, task in enumerate(json.load(open(root / "tasks.json", encoding="utf-8")))]
+    made["Label Studio round"] = label_studio_round(str(made["train"]), root, tasks,
+                                                    labeling_config(model.labels, model.relations))
     return {**{f"events: {name}": path for name, path in made.items()},
             "dev": dev, "texts": EVENT_TEXTS, "labels": list(reversed(model.labels)),
             "config": lambda folder: event_config(folder, train__epochs=1, train__calibrate="none")}
@@ -184,7 +194,7 @@ def of_relations(writers):
 
 
 RELATION_WRITERS = of_relations(ENTITY_WRITERS)
-EVENT_WRITERS = [f"events: {writer}" for writer in ENTITY_WRITERS if writer != "Label Studio round"]
+EVENT_WRITERS = [f"events: {writer}" for writer in ENTITY_WRITERS]
 WRITERS = ENTITY_WRITERS + RELATION_WRITERS + EVENT_WRITERS
 
 
@@ -195,8 +205,8 @@ def made_by(request, writer):
 
 
 def both(writers):
-    """The writers of each kind of model (an event model has no Label Studio round)."""
-    return writers + of_relations(writers) + [f"events: {w}" for w in writers if w != "Label Studio round"]
+    """The writers of each kind of model."""
+    return writers + of_relations(writers) + [f"events: {w}" for w in writers]
 
 
 def outcome(result):

@@ -36,7 +36,8 @@ def run(argv, prog) -> int:
     offer_labeling_config(sorted({e.type for r in records for e in r.entities}), args.label_config,
                           args.output_format == "label-studio",
                           sorted({relation.type for r in records for relation in r.relations}))
-    relations = sum(len(r.relations) for r in records)
+    events = sum(len(r.events) for r in records)
+    relations = 0 if events else sum(len(r.relations) for r in records)  # an event file's encode its events
     overlapping = sum(bool(overlapping_spans([e.key for e in r.entities])) for r in records)
     if args.output_format == "doccano" and overlapping:
         logging.getLogger("globalpointer").warning(
@@ -44,5 +45,5 @@ def run(argv, prog) -> int:
             "a doccano project with 'Allow overlapping spans' ticked, or doccano drops them (and fails on a "
             "relation to one)", args.output, overlapping)
     print(f"{args.output}: {len(records)} texts, {sum(len(r.entities) for r in records)} entities"
-          + (f", {relations} relations" if relations else ""), file=sys.stderr)
+          + (f", {relations} relations" if relations else "") + (f", {events} events" if events else ""), file=sys.stderr)
     return 0

@@ -53,9 +53,6 @@ def run(argv, prog):
         compile_if_it_pays(model, args.set, args.backend, count_lines(args.input))
     ner = load_for_inference(args, model)
     extractor, runtime = ner.extractor, ner.runtime
-    if extractor.events and args.output_format != "jsonl":
-        raise UserError(f"--output-format {args.output_format}: {args.model} is an event model, whose events are "
-                        f"written as JSON lines alone (--output-format jsonl; docs/events.md)")
     drawn: List[dict] = []  # for --html: rank 0's share holds the first lines of the file
 
     def draw(payload: dict) -> None:

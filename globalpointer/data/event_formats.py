@@ -18,13 +18,20 @@ formats), and the encoding every one of them ends in (``event_record``):
 An event file's record keeps its events and holds their encoding for the span head (GPLinker): each
 argument an entity of type EVENT_TYPE:ROLE (the trigger role ``trigger``), each two members of one event
 linked by a relation EVENT_LINK (from the first in (start, end, type) order to the other).
+
+The annotation tools (doccano, Label Studio) have no event labelling of their own; events are labelled
+there as PaddleNLP's UIE guides label them, spans and relations: a region per trigger, labelled
+EVENT_TYPE:trigger (what this project writes) or EVENT_TYPE触发词 (UIE's), a region per argument (any
+label; this project writes EVENT_TYPE:ROLE), and a relation from the trigger to each of its arguments,
+labelled with the role.  ``linked_events`` reads that form, ``as_linked_spans`` writes it.
 """
+from collections import defaultdict
 from itertools import combinations
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..spans import (EVENT_LINK, ROLE_MARK, TRIGGER, Argument, Entity, Event, Record, Relation,
-                     argument_label)
+                     argument_label, split_argument_label)
 from .relation_formats import _quote, _text, listed
 
 PHEE_NESTED = {"Combination": "Drug"}  # a nested event's role read as its holder's sub-argument
@@ -194,3 +201,88 @@ def parse_phee(obj, where: str) -> Record:
         events.append(_event(_event_type(item["event_type"], at), triggers[0] if triggers else None, arguments, at))
     return event_record(text, events, where)
 
+
+
+TRIGGER_SUFFIXES = (ROLE_MARK + TRIGGER, "触发词")  # a tool's trigger region: this project's label, PaddleNLP UIE's
+
+
+def trigger_type(label: str) -> Optional[str]:
+    """The event type whose trigger a tool's region label names (``TRIGGER_SUFFIXES``), else None."""
+    suffix = next((s for s in TRIGGER_SUFFIXES if label.endswith(s) and len(label) > len(s)), None)
+    return label[:-len(suffix)] if suffix else None
+
+
+def linked_events(record: Record, where: str) -> Record:
+    """An annotation tool's record read as events when a region is labelled as a trigger: each trigger
+    an event of its type, each relation from it an argument (the relation's tail, its role the relation's
+    label); a relation from another region, and a region no trigger links to, are errors naming it.  A
+    record without a trigger is returned as it is (entities and relations)."""
+    triggers = {e.key: trigger_type(e.type) for e in record.entities if trigger_type(e.type)}
+    if not triggers:
+        return record
+
+    def named(entity: Entity) -> str:
+        return f"{record.text[entity.start:entity.end]!r:.40} [{entity.start}, {entity.end}) labelled {entity.type!r:.40}"
+
+    arguments: Dict[tuple, List[Argument]] = defaultdict(list)
+    for relation in record.relations:
+        if relation.head.key not in triggers:
+            raise DataError(f"{where}: the relation {relation.type!r:.40} from {named(relation.head)} starts at no "
+                            f"trigger: in a text with events, relations link a trigger (labelled EVENT_TYPE{ROLE_MARK}"
+                            f"{TRIGGER} or EVENT_TYPE触发词) to its arguments (docs/events.md)")
+        role = _role(relation.type, f"{where}: the relation from {named(relation.head)}")
+        arguments[relation.head.key].append(Argument(relation.tail.start, relation.tail.end, role))
+    linked = {(a.start, a.end) for found in arguments.values() for a in found}
+    stray = next((e for e in record.entities if e.key not in triggers and (e.start, e.end) not in linked), None)
+    if stray is not None:
+        raise DataError(f"{where}: {named(stray)} belongs to no event: link its event's trigger to it with a relation "
+                        f"labelled with its role, or remove it (docs/events.md)")
+    events = [_event(_event_type(kind, where), Argument(key[0], key[1], TRIGGER), arguments[key], where)
+              for key, kind in sorted(triggers.items())]
+    return event_record(record.text, events, where)
+
+
+def as_linked_spans(payload: dict) -> dict:
+    """An output line with ``events`` in the tools' form (``linked_events`` reads it back): ``entities``
+    a region per trigger and argument, labelled EVENT_TYPE:ROLE (the model's labels), ``relations`` from
+    each trigger to its event's arguments, labelled with their roles.  A predicted event without a
+    trigger has its arguments written unlinked, for the annotator to give them their trigger
+    (``untriggered`` refuses a labelled record's, which would be lost)."""
+    regions: Dict[tuple, int] = {}
+    entities, relations = [], []
+
+    def region(item: dict, label: str) -> int:
+        key = (item["start"], item["end"], label)
+        if key not in regions:
+            regions[key] = len(entities)
+            entities.append({"start": item["start"], "end": item["end"], "type": label, "text": item["text"],
+                             **({"score": item["score"]} if "score" in item else {})})
+        return regions[key]
+
+    for event in payload["events"]:
+        head = region(event["trigger"], argument_label(event["type"], TRIGGER)) if event["trigger"] else None
+        for argument in event["arguments"]:
+            tail = region(argument, argument_label(event["type"], argument["role"]))
+            if head is not None:
+                relations.append({"head": head, "tail": tail, "type": argument["role"],
+                                  **({"score": argument["score"]} if "score" in argument else {})})
+    rest = {key: value for key, value in payload.items() if key not in ("entities", "relations", "events")}
+    return {**rest, "entities": entities, "relations": relations}
+
+
+def untriggered(records: Sequence[Record]) -> None:
+    """Labelled records the tools' form can hold: an event without a trigger is an error naming its record."""
+    for record in records:
+        event = next((e for e in record.events if e.trigger is None), None)
+        if event is not None:
+            raise DataError(f"{record.source}: an event of type {event.type!r:.40} without a trigger: the annotation "
+                            f"tools link an event's arguments to its trigger, so it would be lost; keep the file as "
+                            f"jsonl, or give the event its trigger")
+
+
+def tool_types(labels: Sequence[str], relation_types: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """The region labels and relation labels of a labeling interface for a model's (or file's) types:
+    an event model's relation labels are its roles (``as_linked_spans``), others' their relation types."""
+    if list(relation_types) != [EVENT_LINK]:
+        return list(labels), list(relation_types)
+    return list(labels), sorted({split_argument_label(label)[1] for label in labels} - {TRIGGER})

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 from ..errors import DataError, json_failure
 from ..files import parse_json
 from ..spans import Entity, Record, Relation
-from .event_formats import parse_duee, parse_events, parse_phee
+from .event_formats import linked_events, parse_duee, parse_events, parse_phee
 from .reading import ErrorPolicy, check_characters, lines
 from .relation_formats import check_relations, parse_duie, parse_tokens, parse_triples, relations_from_indices, report_mentions
 
@@ -277,7 +277,7 @@ def parse_doccano(obj, where: str) -> Record:
             _add_region(by_id, item["id"], found, text, where, "entities")
     linked = [Relation(head, relation.get("type"), tail) for relation in relations
               for head, tail in _linked(relation, by_id, where, "type")]
-    return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(linked))))
+    return linked_events(Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(linked)))), where)
 
 
 def _add_region(by_id: dict, region_id, found: List[Entity], text: str, where: str, what: str) -> None:
@@ -357,7 +357,7 @@ def parse_label_studio(obj, where: str) -> Record:
                 for reverse in LABEL_STUDIO_DIRECTIONS[direction]:
                     relations += [Relation(head, label, tail) for head, tail in
                                   _linked({**result, "label": label}, by_id, where, "label", reverse)]
-    return Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(relations))))
+    return linked_events(Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(relations)))), where)
 
 
 def _first_entity(obj: dict) -> Optional[dict]:

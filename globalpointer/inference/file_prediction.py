@@ -19,6 +19,7 @@ from typing import (TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Nam
 
 from tqdm import tqdm
 
+from ..data.event_formats import as_linked_spans, untriggered
 from ..errors import DataError, UserError, json_failure
 from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
@@ -154,6 +155,8 @@ class PredictionWriter:
     def write(self, payload: dict) -> None:
         if self.on_payload is not None:
             self.on_payload(payload)
+        if self.convert is not None and "events" in payload:  # an annotation tool's: events as its spans and relations
+            payload = as_linked_spans(payload)
         value = payload if self.convert is None else self.convert(payload, self.model_version)
         self.write_json(json.dumps(value, ensure_ascii=False))
 
@@ -250,8 +253,7 @@ def write_records(records: Sequence[Record], path: str, output_format: str) -> N
     relational = any(record.relations for record in records)
     eventful = any(record.events for record in records)
     if eventful and output_format != "jsonl":
-        raise UserError(f"--output-format {output_format}: the records hold events, which {output_format} has no form "
-                        f"for (docs/events.md); convert them to jsonl")
+        untriggered(records)
     with atomic_output(path) as sink:
         writer = PredictionWriter(sink, output_format, labelled=True)
         for record in records:

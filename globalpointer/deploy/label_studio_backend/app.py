@@ -7,7 +7,6 @@ import threading
 from typing import List, NamedTuple, Optional, Tuple
 
 from ...errors import UserError
-from ...spans import EVENT_LINK
 from ..batcher import MicroBatcher
 from ..http import answer_errors_as_json, check_texts, guarded, predict_for
 
@@ -148,9 +147,6 @@ def run_backend(model: str, overrides: List[str], work_dir: str, base_config: st
         raise UserError(f"--base-config: file not found: {base_config}")
     credentials = credentials_from_environment()
     opened = open_model(model)  # once: the config check and the model read the same files
-    if list(opened.trained_for.relations) == [EVENT_LINK]:
-        raise UserError(f"{model}: an event model; the Label Studio backend serves entity and relation models (Label "
-                        f"Studio has no event labelling of its own, docs/events.md): serve it with globalpointer serve")
     limits = inference_config(opened, overrides).serve
     if credentials is None and not is_loopback(limits.host) and not allow_unauthenticated:
         raise UserError(f"--host {limits.host} lets every machine that reaches it ask for predictions and start "

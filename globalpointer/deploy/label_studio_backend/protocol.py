@@ -3,6 +3,7 @@ project's config, the texts of its tasks, predictions in its result format."""
 import xml.etree.ElementTree as ElementTree
 from typing import List, NamedTuple, Tuple
 
+from ...data.event_formats import as_linked_spans
 from ...inference.label_studio import prediction_for
 
 
@@ -60,6 +61,7 @@ def predictions(found: List[Tuple[str, object]], interface) -> List[dict]:
     offered, linked = set(interface.labels), set(interface.relations)
     out = []
     for version, item in found:
+        item = as_linked_spans(item) if "events" in item else item
         entities, relations = item["entities"], item.get("relations", [])
         kept = [index for index, entity in enumerate(entities) if entity["type"] in offered]
         renumber = {old: new for new, old in enumerate(kept)}

@@ -10,8 +10,9 @@ import threading
 from collections import Counter
 from typing import Callable, List, Optional
 
+from ...data.event_formats import event_record
 from ...errors import UserError
-from ...spans import Record
+from ...spans import Record, argument_label
 from ...web import OutgoingError
 
 from .connection import LabelStudioConnection, api_headers, http_json
@@ -134,7 +135,8 @@ def offered_only(records: List[Record], offered: List[str]) -> List[Record]:
     """The annotations without the entities of labels the project's interface no longer offers (tasks
     annotated before a label was removed): skipped and counted, so that one old annotation does not
     fail every later round."""
-    kept = [record._replace(entities=[e for e in record.entities if e.type in offered],
+    kept = [offered_events(record, offered) if record.events else
+            record._replace(entities=[e for e in record.entities if e.type in offered],
                             relations=tuple(r for r in record.relations if r.head.type in offered
                                             and r.tail.type in offered)) for record in records]
     dropped = Counter(e.type for record in records for e in record.entities if e.type not in offered)
@@ -143,6 +145,17 @@ def offered_only(records: List[Record], offered: List[str]) -> List[Record]:
                     ", ".join(f"{count} {kind} annotation(s)" for kind, count in sorted(dropped.items())),
                     "them" if len(dropped) > 1 else "it")
     return kept
+
+
+def offered_events(record: Record, offered: List[str]) -> Record:
+    """An event record without the triggers and arguments whose labels (EVENT_TYPE:ROLE) are not offered."""
+    events = []
+    for event in record.events:
+        trigger, arguments = [[a for a in group if argument_label(event.type, a.role) in offered]
+                              for group in ((event.trigger,) if event.trigger else (), event.arguments)]
+        if trigger or arguments:
+            events.append(event._replace(trigger=trigger[0] if trigger else None, arguments=tuple(arguments)))
+    return event_record(record.text, events, record.source)
 
 
 def round_data(base, annotated: List[Record], trained: List[str], offered: List[str], directory: str) -> list:
@@ -161,24 +174,32 @@ def round_data(base, annotated: List[Record], trained: List[str], offered: List[
     adds_types, annotates_some = len(labels) > len(trained), set(offered) != set(labels)
     if isinstance(base.data.train, list) or adds_types or annotates_some:
         write_jsonl_records(annotated, round_file)
+        written = written_as(annotated)
         entries = [declared_entry(source, base.data.format, trained if adds_types else [])
                    for source in source_entries(base.data.train)]
-        settings.append(("data.train", entries + [DataSource(round_file, "jsonl",
+        settings.append(("data.train", entries + [DataSource(round_file, written,
                                                              list(offered) if annotates_some else [])]))
     else:  # one file of every type, as the base's
         train = load_records(base.data.train, **base.data.reading) if base.data.train else []
         write_jsonl_records(train + annotated, round_file)
+        written = written_as(train + annotated)
         # an entry of its own format: data.format stays the base's, the format evaluate and calibrate
         # read a user's file in with the round's model
-        settings.append(("data.train", [DataSource(round_file, "jsonl", [])]))
+        settings.append(("data.train", [DataSource(round_file, written, [])]))
     if isinstance(base.data.dev, list) or (base.data.dev and adds_types):  # scored on what each file annotates
         settings.append(("data.dev", [declared_entry(source, base.data.format, trained if adds_types else [])
                                       for source in source_entries(base.data.dev)]))
     elif base.data.dev:
         dev_file = os.path.join(directory, "dev.jsonl")
-        write_jsonl_records(load_records(base.data.dev, **base.data.reading), dev_file)
-        settings.append(("data.dev", [DataSource(dev_file, "jsonl", [])]))
+        dev = load_records(base.data.dev, **base.data.reading)
+        write_jsonl_records(dev, dev_file)
+        settings.append(("data.dev", [DataSource(dev_file, written_as(dev), [])]))
     return settings
+
+
+def written_as(records: List[Record]) -> str:
+    """The format of the lines ``write_jsonl_records`` wrote of ``records``: ``events`` for event records."""
+    return "events" if any(record.events for record in records) else "jsonl"
 
 
 def declared_entry(source, data_format: str, types: List[str]):
