@@ -33,6 +33,7 @@ class FakeExtractor:
     """Finds every occurrence of the word 'Paris' (the stream logic is what is under test)."""
 
     records = fake_records
+    relations, events = [], False  # an entity model's
 
     def __init__(self):
         self.calls = []

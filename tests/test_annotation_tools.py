@@ -116,6 +116,7 @@ def test_label_studio_json_min_reads_like_doccano(tmp_path):
 
 class FakeExtractor:
     records = fake_records
+    relations, events = [], False  # an entity model's
 
     def extract(self, texts):
         return [[Entity(t.find(name), t.find(name) + len(name), kind, 0.75 if kind == "LOC" else 0.5)

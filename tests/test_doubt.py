@@ -126,6 +126,8 @@ def test_select_of_distinct_texts_is_the_lowest_certainties_in_order(scores, cou
 class ScoredExtractor:
     """Records whose one margin is read from the text: 'doubt 0.3' -> margin 0.3."""
 
+    relations, events = [], False  # an entity model's
+
     def records(self, batch, margins=False):
         assert margins
         return [Record(text, [], margins=(float(text.split()[-1]),)) for text in batch]

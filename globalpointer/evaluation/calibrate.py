@@ -97,9 +97,9 @@ def fit_thresholds(extractor, records, labels: Sequence[str], default: float, ki
     report thresholds.json holds (``calibration_report``) and the map of calibrated scores fitted on what
     they keep (``fit_score_map``), the minimum scores given on it; a relation model's are its two minimum
     scores fitted by triple F1, whatever ``kind`` (``fit_relation_thresholds``)."""
-    if getattr(extractor, "events", False):
+    if extractor.events:
         return fit_event_thresholds(extractor, records, labels, default, kind)
-    if getattr(extractor, "relations", None):
+    if extractor.relations:
         return fit_relation_thresholds(extractor, records, labels, default)
     candidates = candidate_entities(extractor, [r.text for r in records], min(GRID + (default,)))
     return fit_entity_thresholds(extractor, records, labels, default, kind, candidates)[0]

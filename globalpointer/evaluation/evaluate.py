@@ -77,7 +77,7 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
     A record whose file annotates some types only is scored on those (``scored_predictions``).  Records of data entries get a
     report per entry too (``sources``), each over its entry's types."""
     started = time.perf_counter()
-    relational = bool(getattr(extractor, "relations", None))
+    relational = bool(extractor.relations)
     found = extractor.records([record.text for record in records]) if relational else None
     predicted = [record.entities for record in found] if relational else extractor.extract([r.text for r in records])
     seconds = time.perf_counter() - started
@@ -92,7 +92,7 @@ def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]
     if relational:
         report["relations"] = relation_report(records, found, extractor.relations)
         report["relations"]["calibration"] = triple_reliability(records, found)
-        if getattr(extractor, "events", False):
+        if extractor.events:
             report["events"] = event_report(records, found)
     origins = sorted({record.origin for record in records if record.origin})
     if origins:

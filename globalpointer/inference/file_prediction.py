@@ -191,7 +191,7 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
                 raise DataError(f"{name}:{lines_before + lines + first + 1}: {parsed[first].payload['error']}: the file "
                                 f"must be UTF-8; convert it (iconv -f GBK -t UTF-8, or from the encoding it is in)")
         readable = [i for i, p in enumerate(parsed) if p.text]
-        relational = bool(getattr(extractor, "relations", None))
+        relational = bool(extractor.relations)
         texts = [parsed[i].text for i in readable]
         found = extractor.records(texts, margins=writer.certainty) if relational or writer.certainty \
             else [Record(text, e) for text, e in zip(texts, extractor.extract(texts))]
@@ -201,7 +201,7 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
             if item.text is not None:
                 record = found_of.get(i) or Record(item.text, [], margins=() if writer.certainty else None)
                 payload = {**payload, **record.dicts(with_score=True, relations=relational,
-                                                     events=getattr(extractor, "events", False))}
+                                                     events=extractor.events)}
                 if writer.certainty:
                     payload["certainty"] = certainty(record)
             failed += "error" in payload
