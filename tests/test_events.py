@@ -2,6 +2,7 @@
 encoding into arguments and links and the decoding back as complete subgraphs, the measures, and a tiny
 event model through train, predict, load, evaluate, calibrate, export and serve (every writer of an event
 model through every reader: tests/test_round_trips.py)."""
+import importlib.util
 import itertools
 import json
 import os
@@ -343,9 +344,10 @@ def test_an_event_file_trains_an_event_model_that_every_reader_of_it_reads(event
     report = json.load(open(report_path, encoding="utf-8"))
     assert report["events"]["arguments"]["f1"] > 0.9 and report["events"]["triggers"]["f1"] > 0.9
     assert report["events"]["events"]["f1"] > 0.9 and set(report["events"]["per_type"]) == {"出生", "收购"}
-    # an ONNX export: the same events
-    assert cli(["export", "--model", str(best), "--output", str(tmp_path / "export")]) == 0
-    assert [found_events(r) for r in globalpointer.load(str(tmp_path / "export"))(TEXTS)] == WANT
+    # an export: the same events through each of its engines
+    assert cli(["export", "--model", str(best), "--output", str(tmp_path / "export"), "--onnx"]) == 0
+    for backend in ["onnxruntime", "paddle-inference"] + (["openvino"] if importlib.util.find_spec("openvino") else []):
+        assert [found_events(r) for r in globalpointer.load(str(tmp_path / "export"), backend=backend)(TEXTS)] == WANT
     # calibrate: the argument scores as an entity model's, the pair cells' by exact event F1
     import shutil
     shutil.copytree(best, tmp_path / "calibrated")
