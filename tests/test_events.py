@@ -141,6 +141,18 @@ def test_label_studio_events_read_in_the_relations_direction(tmp_path):
         {"from_id": "r3", "to_id": "r1", "type": "relation", "direction": "left", "labels": ["地点"]}]}]}
     [record] = read_one(tmp_path, task)
     assert record.events == (Event("出生", Argument(2, 4, TRIGGER), (Argument(0, 2, "人物"), Argument(5, 7, "地点"))),)
+    # a relation left unlabelled: the role its argument's region names (出生:人物), else an error naming it
+    task["annotations"][0]["result"][3]["labels"] = []
+    assert read_one(tmp_path, task)[0].events == record.events
+    task["annotations"][0]["result"][4]["labels"] = []
+    with pytest.raises(DataError, match=r"one.json:1: the relation from '出生' \[2, 4\) labelled '出生:trigger' to '北京' "
+                                        r"\[5, 7\) labelled 'PLACE' has no label, and its argument's label names no role"):
+        read_one(tmp_path, task)
+    # in a task without a trigger (a relation project) an unlabelled relation is refused as before
+    del task["annotations"][0]["result"][0]
+    task["annotations"][0]["result"][2:] = [{"from_id": "r2", "to_id": "r3", "type": "relation", "labels": []}]
+    with pytest.raises(DataError, match=r"one.json:1: the relation from '张三' \[0, 2\) to '北京' \[5, 7\) has no type"):
+        read_one(tmp_path, task)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -23,7 +23,7 @@ The annotation tools (doccano, Label Studio) have no event labelling of their ow
 there as PaddleNLP's UIE guides label them, spans and relations: a region per trigger, labelled
 EVENT_TYPE:trigger (what this project writes) or EVENT_TYPE触发词 (UIE's), a region per argument (any
 label; this project writes EVENT_TYPE:ROLE), and a relation from the trigger to each of its arguments,
-labelled with the role.  ``linked_events`` reads that form, ``as_linked_spans`` writes it.
+labelled with the role (unlabelled, the role its region's EVENT_TYPE:ROLE names).  ``linked_events`` reads that form, ``as_linked_spans`` writes it.
 """
 from collections import defaultdict
 from itertools import combinations
@@ -230,7 +230,13 @@ def linked_events(record: Record, where: str) -> Record:
             raise DataError(f"{where}: the relation {relation.type!r:.40} from {named(relation.head)} starts at no "
                             f"trigger: in a text with events, relations link a trigger (labelled EVENT_TYPE{ROLE_MARK}"
                             f"{TRIGGER} or EVENT_TYPE触发词) to its arguments (docs/events.md)")
-        role = _role(relation.type, f"{where}: the relation from {named(relation.head)}")
+        at = f"{where}: the relation from {named(relation.head)} to {named(relation.tail)}"
+        role = relation.type or _region_role(relation.tail, triggers[relation.head.key])
+        if not role:
+            raise DataError(f"{at} has no label, and its argument's label names no role of a "
+                            f"{triggers[relation.head.key]!r:.40} event (EVENT_TYPE{ROLE_MARK}ROLE): label the "
+                            f"relation with the argument's role")
+        role = _role(role, at)
         arguments[relation.head.key].append(Argument(relation.tail.start, relation.tail.end, role))
     linked = {(a.start, a.end) for found in arguments.values() for a in found}
     stray = next((e for e in record.entities if e.key not in triggers and (e.start, e.end) not in linked), None)
@@ -240,6 +246,13 @@ def linked_events(record: Record, where: str) -> Record:
     events = [_event(_event_type(kind, where), Argument(key[0], key[1], TRIGGER), arguments[key], where)
               for key, kind in sorted(triggers.items())]
     return event_record(record.text, events, where)
+
+
+def _region_role(region: Entity, event_type: str) -> str:
+    """The role of an unlabelled relation's argument: its region's label EVENT_TYPE:ROLE, when of that
+    event type, else empty."""
+    kind, role = split_argument_label(region.type)
+    return role if kind == event_type and role else ""
 
 
 def as_linked_spans(payload: dict) -> dict:

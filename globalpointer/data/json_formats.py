@@ -299,13 +299,10 @@ LABEL_STUDIO_DIRECTIONS = {"right": (False,), "left": (True,), "bi": (False, Tru
 
 def _linked(relation, by_id: dict, where: str, kind: str, reverse: bool = False):
     """The (head, tail) entity pairs of an annotation tool's relation {"from_id", "to_id", KIND}: its
-    two regions (by their ids in ``by_id``), each region's entities (one per label) paired."""
+    two regions (by their ids in ``by_id``), each region's entities (one per label) paired (a relation
+    without its KIND is refused by ``check_relations``, or given its role by ``linked_events``)."""
     if not isinstance(relation, dict) or any(key not in relation for key in ("from_id", "to_id")):
         raise DataError(f"{where}: a relation needs \"from_id\" and \"to_id\", got {relation!r:.80}")
-    label = relation.get(kind)
-    if not isinstance(label, str) or not label.strip():
-        raise DataError(f"{where}: the relation from {relation['from_id']!r} to {relation['to_id']!r} has no "
-                        f"{kind} (its relation type); label it, or remove it")
     ends = []
     for role in ("from_id", "to_id"):
         if relation[role] not in by_id:
@@ -348,7 +345,7 @@ def parse_label_studio(obj, where: str) -> Record:
                 _add_region(by_id, result["id"], found, text, where, "regions")
     for result in chosen.get("result") or []:
         if isinstance(result, dict) and result.get("type") == "relation":
-            labels = result.get("labels") or [None]
+            labels = result.get("labels") or [""]
             direction = result.get("direction", "right")
             if direction not in LABEL_STUDIO_DIRECTIONS:
                 raise DataError(f"{where}: the relation from {result.get('from_id')!r:.40} to {result.get('to_id')!r:.40} "

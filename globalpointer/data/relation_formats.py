@@ -44,6 +44,11 @@ def check_relations(record: Record, where: str) -> None:
     links two spans, never a span to itself); EVENT_LINK is an event file's alone."""
     for relation in record.relations:
         kind = relation.type
+        if not isinstance(kind, str) or not kind.strip():
+            head, tail = relation.head, relation.tail
+            raise DataError(f"{where}: the relation from {record.text[head.start:head.end]!r:.40} [{head.start}, "
+                            f"{head.end}) to {record.text[tail.start:tail.end]!r:.40} [{tail.start}, {tail.end}) has "
+                            f"no type (its label); label it, or remove it")
         if kind == EVENT_LINK and not record.events:
             raise DataError(f"{where}: relation type {EVENT_LINK!r} links the arguments of an event model's events; "
                             f"give events as events (docs/events.md), or rename the relation type")
