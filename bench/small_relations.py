@@ -32,12 +32,12 @@ def records_of(path: str):
 
 
 def type_names(record: dict) -> set:
-    """The entity and relation types a record names (DuIE's spo_list, or entities and relations lists)."""
-    if "spo_list" in record:
-        return {name for spo in record["spo_list"] for name in
-                (spo["predicate"], spo["subject_type"], *spo["object_type"].values())}
-    return {part[-1] if isinstance(part, list) else part["type"]
-            for key in ("entities", "relations") for part in record.get(key, ())}
+    """The entity and relation types a record names, as the project's readers read them (a DuIE
+    complex object's slots are relation types PREDICATE@SLOT of their own)."""
+    from globalpointer.data.json_formats import parse_record, record_format
+
+    read = parse_record(record, record_format(record) or "jsonl", "a slice's record")
+    return {e.type for e in read.entities} | {r.type for r in read.relations}
 
 
 def slice_file(records, count: int, target: str) -> str:
