@@ -54,6 +54,17 @@ def split_argument_label(label: str) -> Tuple[str, str]:
     return event_type, role
 
 
+def event_roles(labels: Sequence[str]) -> Dict[str, List[str]]:
+    """An event model's schema from its argument labels: each event type's roles, the trigger's left out."""
+    roles: Dict[str, List[str]] = {}
+    for label in labels:
+        event_type, role = split_argument_label(label)
+        roles.setdefault(event_type, [])
+        if role != TRIGGER and role not in roles[event_type]:
+            roles[event_type].append(role)
+    return {event_type: sorted(found) for event_type, found in sorted(roles.items())}
+
+
 class Argument(NamedTuple):
     """An event's argument (or its trigger, role ``TRIGGER``): characters, end exclusive."""
     start: int

@@ -388,6 +388,9 @@ def test_an_event_file_trains_an_event_model_that_every_reader_of_it_reads(event
         # the answer is what the API's schema documents (/openapi.json), events included
         documented = serve.api_models(ner.config.serve).ExtractResponse.model_validate(answer.json())
         assert documented.results[0].events[0].arguments[0].role in {"人物", "地点"}
+        # its schema: the event types and their roles
+        labels = client.get("/v1/labels").json()
+        assert labels["events"] == {"出生": ["人物", "地点"], "收购": ["收购方", "被收购方"]} and "relations" not in labels
 
 
 @pytest.mark.parametrize("maker, weights", [("event_config", (6.0, 2.0)), ("relation_config", (1.0, 2.0))])

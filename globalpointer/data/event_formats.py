@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..spans import (EVENT_LINK, ROLE_MARK, TRIGGER, Argument, Entity, Event, Record, Relation,
-                     argument_label, split_argument_label)
+                     argument_label, event_roles, split_argument_label)
 from .relation_formats import _quote, _text, listed
 
 PHEE_NESTED = {"Combination": "Drug"}  # a nested event's role read as its holder's sub-argument
@@ -298,4 +298,4 @@ def tool_types(labels: Sequence[str], relation_types: Sequence[str]) -> Tuple[Li
     an event model's relation labels are its roles (``as_linked_spans``), others' their relation types."""
     if list(relation_types) != [EVENT_LINK]:
         return list(labels), list(relation_types)
-    return list(labels), sorted({split_argument_label(label)[1] for label in labels} - {TRIGGER})
+    return list(labels), sorted({role for roles in event_roles(labels).values() for role in roles})

@@ -26,9 +26,10 @@ import sys
 import threading
 import time
 from types import SimpleNamespace
-from typing import List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from ..config import ServeConfig
+from ..spans import event_roles
 from ..model_directory.served import UNCHANGED, DirectoryWatch, ServedCopy, content_digest, directory_status
 from .batcher import MicroBatcher
 from .http import (answer_errors_as_json, check_texts, credentials_from_environment, guarded, listen, predict_for,
@@ -123,6 +124,8 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
     class Labels(BaseModel):
         labels: List[str] = Field(description="the entity types, in the model's order")
         relations: Optional[List[str]] = Field(None, description="a relation model's relation types")
+        events: Optional[Dict[str, List[str]]] = Field(None, description="an event model's event types and the "
+                                                                         "roles of each (its labels are EVENT_TYPE:ROLE)")
 
     class Problem(BaseModel):
         detail: str = Field(description="what was wrong and what would fix it")
@@ -178,6 +181,8 @@ def create_app(ner, limits: ServeConfig, credentials=None, served: Optional[Serv
 
     @app.get("/v1/labels", response_model=models.Labels, response_model_exclude_none=True, operation_id="labels")
     async def labels():
+        if ner.extractor.events:
+            return {"labels": ner.labels, "events": event_roles(ner.labels)}
         return {"labels": ner.labels, **({"relations": ner.relations} if ner.relations else {})}
 
     @app.post("/v1/extract", response_model=models.ExtractResponse, operation_id="extract",
