@@ -87,9 +87,9 @@ def test_only_the_main_process_decodes_the_dev_set():
         calls = 0
         relations, events = [], False  # an entity model's
 
-        def extract(self, texts):
+        def records(self, texts):
             Counting.calls += 1
-            return [[Entity(0, 1, "A")] for _ in texts]
+            return [Record(text, [Entity(0, 1, "A")]) for text in texts]
 
     records = [Record("ab", [Entity(0, 1, "A")]), Record("cd", [])]
     main = SimpleNamespace(is_main=True, world_size=1)

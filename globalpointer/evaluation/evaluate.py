@@ -73,13 +73,13 @@ def scored_predictions(records: Sequence[Record], predicted: Sequence[List[Entit
 
 
 def evaluate_records(extractor, records: Sequence[Record], labels: Sequence[str]) -> Evaluation:
-    """Span precision / recall / F1 of ``extractor`` (anything with ``extract(texts)``) on ``records``.
+    """Span precision / recall / F1 of ``extractor`` (anything with ``records(texts)`` and ``relations``) on ``records``.
     A record whose file annotates some types only is scored on those (``scored_predictions``).  Records of data entries get a
     report per entry too (``sources``), each over its entry's types."""
     started = time.perf_counter()
     relational = bool(extractor.relations)
-    found = extractor.records([record.text for record in records]) if relational else None
-    predicted = [record.entities for record in found] if relational else extractor.extract([r.text for r in records])
+    found = extractor.records([record.text for record in records])
+    predicted = [record.entities for record in found]
     seconds = time.perf_counter() - started
     predicted = scored_predictions(records, predicted)
     gold = [record.entities for record in records]

@@ -73,22 +73,17 @@ class Extractor:
                    max_events=config.inference.max_events_per_type)
 
     def extract(self, texts: Sequence[str]) -> List[List[Entity]]:
-        return run_steps(self.extract_steps(texts))
-
-    def extract_steps(self, texts: Sequence[str], batch_size: int = 0) -> Generator[int, None, List[List[Entity]]]:
-        """``extract`` one forward pass at a time: the generator yields after each pass (of
-        ``batch_size`` rows, default the extractor's) how many passes are left, and returns the
-        entities, so that a caller can put other work between the passes of a long call (the service
-        does: serve.py)."""
-        records = yield from self.record_steps(texts, batch_size)
-        return [record.entities for record in records]
+        return [record.entities for record in self.records(texts)]
 
     def records(self, texts: Sequence[str], margins: bool = False) -> List[Record]:
         return run_steps(self.record_steps(texts, margins=margins))
 
     def record_steps(self, texts: Sequence[str], batch_size: int = 0,
                      margins: bool = False) -> Generator[int, None, List[Record]]:
-        """``extract_steps``, returning a record per text: its entities and a relation model's relations
+        """``records`` one forward pass at a time: the generator yields after each pass (of ``batch_size``
+        rows, default the extractor's) how many passes are left, and returns a record per text, so that a
+        caller can put other work between the passes of a long call (the service does: serve.py).  A
+        record holds its text's entities and a relation model's relations
         (each reported by the window that owns its head entity, from entities that window holds); with
         ``margins``, each record's ``margins`` too: logit minus threshold of every cell within
         ``doubt.NEAR`` of its threshold, entity and pair cells, each counted by the window that owns its
@@ -262,7 +257,7 @@ def stop_between_passes(requested: Callable[[], bool]):
 
 
 def run_steps(steps: Generator):
-    """What a generator of ``extract_steps``'s kind returns, once it has run to its end."""
+    """What a generator of ``record_steps``'s kind returns, once it has run to its end."""
     while True:
         if _stop_checks and _stop_checks[-1]():
             steps.close()

@@ -192,9 +192,7 @@ def predict_stream(extractor: "Extractor", source: Iterable[bytes], writer: Pred
                                 f"must be UTF-8; convert it (iconv -f GBK -t UTF-8, or from the encoding it is in)")
         readable = [i for i, p in enumerate(parsed) if p.text]
         relational = bool(extractor.relations)
-        texts = [parsed[i].text for i in readable]
-        found = extractor.records(texts, margins=writer.certainty) if relational or writer.certainty \
-            else [Record(text, e) for text, e in zip(texts, extractor.extract(texts))]
+        found = extractor.records([parsed[i].text for i in readable], margins=writer.certainty)
         found_of = dict(zip(readable, found))
         for i, item in enumerate(parsed):
             payload = item.payload

@@ -22,7 +22,6 @@ from ..config import RunConfig, key_help, load_config, min_score_hint
 from ..data.reading import lone_surrogate_at
 from ..errors import ConfigError
 from ..runtime import Runtime
-from ..spans import Record
 from .doubt import certainty as record_certainty
 from .extractor import run_steps
 
@@ -90,18 +89,18 @@ class Pipeline:
     def predict_steps(self, texts: Sequence[str], rows_per_pass: int = 0,
                       certainty: bool = False) -> Generator[int, None, List[List[dict]]]:
         """The entity dicts of ``texts``, one forward pass of ``rows_per_pass`` rows per step
-        (``Extractor.extract_steps``); with ``certainty``, {"entities", "certainty"} (and a relation
+        (``Extractor.record_steps``); with ``certainty``, {"entities", "certainty"} (and a relation
         model's "relations") per text, its certainty as ``inference.doubt.certainty`` gives it."""
-        if certainty or self.relations:  # a relation model: {"entities", "relations"} per text (an event model's: "events")
-            found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=certainty)
-            out = [record.dicts(with_score=True, relations=bool(self.relations), events=self.extractor.events)
-                   for record in found]
-            if certainty:
-                for item, record in zip(out, found):
-                    item["certainty"] = record_certainty(record)
-            return out
-        found = yield from self.extractor.extract_steps(texts, rows_per_pass)
-        return [Record(text, entities).entity_dicts(with_score=True) for text, entities in zip(texts, found)]
+        found = yield from self.extractor.record_steps(texts, rows_per_pass, margins=certainty)
+        if not (certainty or self.relations):  # an entity model's: its entity dicts alone
+            return [record.entity_dicts(with_score=True) for record in found]
+        # {"entities", "relations"} per text (an event model's: "events")
+        out = [record.dicts(with_score=True, relations=bool(self.relations), events=self.extractor.events)
+               for record in found]
+        if certainty:
+            for item, record in zip(out, found):
+                item["certainty"] = record_certainty(record)
+        return out
 
 
 def _text(text, where: str) -> str:
