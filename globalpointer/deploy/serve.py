@@ -114,8 +114,7 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
     class Health(BaseModel):
         status: str = Field(description="ok while the service answers")
         model: str = Field(description="the model directory the service was started with")
-        model_digest: str = Field(description="SHA-256 of the model's files as the service read them at its start: "
-                                              "the same from every worker")
+        model_digest: str = Field(description="SHA-256 of the model's files as read at start, alike in every worker")
         model_on_disk: str = Field(description="whether that directory still holds them: unchanged, replaced or "
                                                "removed (the service serves what it read either way)")
         backend: str = Field(description=f"one of {', '.join(BACKENDS)}")
@@ -124,8 +123,7 @@ def api_models(limits: ServeConfig) -> SimpleNamespace:
     class Labels(BaseModel):
         labels: List[str] = Field(description="the entity types, in the model's order")
         relations: Optional[List[str]] = Field(None, description="a relation model's relation types")
-        events: Optional[Dict[str, List[str]]] = Field(None, description="an event model's event types and the "
-                                                                         "roles of each (its labels are EVENT_TYPE:ROLE)")
+        events: Optional[Dict[str, List[str]]] = Field(None, description="an event model's event types, each's roles")
 
     class Problem(BaseModel):
         detail: str = Field(description="what was wrong and what would fix it")
