@@ -234,7 +234,9 @@ class InferenceConfig:
                                           "of a type (CoNLL04)", bounds=NON_NEGATIVE)
     max_pairs_per_relation: int = _opt(64, "a relation model: the head-start and the head-end cells of one relation "
                                            "type a window gives at most, each, the best scored (0: no bound); the "
-                                           "public sets' texts hold at most 15 triples of a type (DuIE)",
+                                           "public sets' texts hold at most 15 triples of a type (DuIE); an event "
+                                           "model's one link plane this many per argument label (a PHEE text links "
+                                           "up to 120 pairs)",
                                        bounds=NON_NEGATIVE)
     max_events_per_type: int = _opt(64, "an event model: the events of one type a text gives at most (the complete "
                                         "subgraphs of linked arguments found first; 0: no bound): an under-trained "

@@ -37,7 +37,8 @@ class Extractor:
         a word (a model trained on a file read as words, tokenized in subword pieces).  ``relations``: a
         relation model's relation types, whose pair cells count above ``pair_threshold`` (one logit).
         ``max_entities``: the spans of one type a window gives at most, the best (0: no bound);
-        ``max_pairs``: a relation model's cells of one pair plane in a window at most (``pair_cells``);
+        ``max_pairs``: a relation model's cells of one pair plane in a window at most (``pair_cells``),
+        an event model's per argument label (its one link plane holds the links of every label's arguments);
         ``max_events``: an event model's events of one type in a text at most (``assemble_events``)."""
         self.model = model
         self.featurizer = featurizer
@@ -49,8 +50,8 @@ class Extractor:
         self.continuations = featurizer.continuations if whole_words else frozenset()
         self.relations = list(relations)
         self.pair_threshold = pair_threshold
-        self.max_entities, self.max_pairs = max_entities, max_pairs
         self.events = self.relations == [EVENT_LINK]  # an event model: its records get their events
+        self.max_entities, self.max_pairs = max_entities, max_pairs * (len(self.labels) if self.events else 1)
         self.max_events = max_events
         self.score_map: Optional[ScoreMap] = None  # calibrated scores (score_map.py); None: the raw ones
 
@@ -118,7 +119,7 @@ class Extractor:
             yield len(batches) - done
         if was_training:
             self.model.train()
-        cut.say(self.max_entities, self.max_pairs)
+        cut.say(self.max_entities, self.max_pairs, self.events)
         records = [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
         if self.score_map is not None:
             records = [self.score_map.record(record) for record in records]
@@ -183,12 +184,13 @@ class _Cut:
         self.windows += 1
         return [span for span, keep in zip(spans, kept) if keep]
 
-    def say(self, max_entities: int, max_pairs: int) -> None:
+    def say(self, max_entities: int, max_pairs: int, events: bool) -> None:
         if self.spans or self.pair_cells:
             log.warning("decoding bounded: %d span(s) in %d window(s) beyond inference.max_entities_per_type (%d) and "
-                        "%d pair cell(s) beyond inference.max_pairs_per_relation (%d) left out, the best kept: a model "
+                        "%d pair cell(s) beyond inference.max_pairs_per_relation (%d%s) left out, the best kept: a model "
                         "early in training, or a minimum score too low, scores far more cells than a text holds",
-                        self.spans, self.windows, max_entities, self.pair_cells, max_pairs)
+                        self.spans, self.windows, max_entities, self.pair_cells, max_pairs,
+                        " for the event model's argument labels together" if events else "")
 
 
 class _Limits:
