@@ -23,7 +23,8 @@ The annotation tools (doccano, Label Studio) have no event labelling of their ow
 there as PaddleNLP's UIE guides label them, spans and relations: a region per trigger, labelled
 EVENT_TYPE:trigger (what this project writes) or EVENT_TYPE触发词 (UIE's), a region per argument (any
 label; this project writes EVENT_TYPE:ROLE), and a relation from the trigger to each of its arguments,
-labelled with the role (unlabelled, the role its region's EVENT_TYPE:ROLE names).  ``linked_events`` reads that form, ``as_linked_spans`` writes it.
+labelled with the role (unlabelled, the role its region's EVENT_TYPE:ROLE names).  ``linked_events``
+reads that form, ``as_linked_spans`` writes it.
 """
 from collections import defaultdict
 from itertools import combinations
@@ -202,7 +203,6 @@ def parse_phee(obj, where: str) -> Record:
     return event_record(text, events, where)
 
 
-
 TRIGGER_SUFFIXES = (ROLE_MARK + TRIGGER, "触发词")  # a tool's trigger region: this project's label, PaddleNLP UIE's
 
 
@@ -260,7 +260,7 @@ def as_linked_spans(payload: dict) -> dict:
     a region per trigger and argument, labelled EVENT_TYPE:ROLE (the model's labels), ``relations`` from
     each trigger to its event's arguments, labelled with their roles.  A predicted event without a
     trigger has its arguments written unlinked, for the annotator to give them their trigger
-    (``untriggered`` refuses a labelled record's, which would be lost)."""
+    (``check_triggers`` refuses a labelled record's, which would be lost)."""
     regions: Dict[tuple, int] = {}
     entities, relations = [], []
 
@@ -283,7 +283,7 @@ def as_linked_spans(payload: dict) -> dict:
     return {**rest, "entities": entities, "relations": relations}
 
 
-def untriggered(records: Sequence[Record]) -> None:
+def check_triggers(records: Sequence[Record]) -> None:
     """Labelled records the tools' form can hold: an event without a trigger is an error naming its record."""
     for record in records:
         event = next((e for e in record.events if e.trigger is None), None)

@@ -19,7 +19,7 @@ from typing import (TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Nam
 
 from tqdm import tqdm
 
-from ..data.event_formats import as_linked_spans, untriggered
+from ..data.event_formats import as_linked_spans, check_triggers
 from ..errors import DataError, UserError, json_failure
 from ..files import atomic_output, parse_json, replaced_by_rename
 from ..spans import Record
@@ -251,7 +251,7 @@ def write_records(records: Sequence[Record], path: str, output_format: str) -> N
     relational = any(record.relations for record in records)
     eventful = any(record.events for record in records)
     if eventful and output_format != "jsonl":
-        untriggered(records)
+        check_triggers(records)
     with atomic_output(path) as sink:
         writer = PredictionWriter(sink, output_format, labelled=True)
         for record in records:
