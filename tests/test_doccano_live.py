@@ -63,7 +63,7 @@ def doccano(tmp_path_factory):
             try:
                 if session.get(base + "/v1/health/", timeout=5).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet, or slow on a busy machine
                 pass
             assert time.time() < deadline, (home / "tasks.log").read_text()[-3000:]
             time.sleep(1)
