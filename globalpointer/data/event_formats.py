@@ -28,7 +28,7 @@ reads that form, ``as_linked_spans`` writes it.
 """
 from collections import defaultdict
 from itertools import combinations
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 from ..errors import DataError
 from ..spans import (EVENT_LINK, ROLE_MARK, TRIGGER, Argument, Entity, Event, Record, Relation,
@@ -217,7 +217,7 @@ def linked_events(record: Record, where: str) -> Record:
     an event of its type, each relation from it an argument (the relation's tail, its role the relation's
     label); a relation from another region, and a region no trigger links to, are errors naming it.  A
     record without a trigger is returned as it is (entities and relations)."""
-    triggers = {e.key: trigger_type(e.type) for e in record.entities if trigger_type(e.type)}
+    triggers = {e.key: kind for e in record.entities if (kind := trigger_type(e.type))}
     if not triggers:
         return record
 
@@ -293,9 +293,9 @@ def check_triggers(records: Sequence[Record]) -> None:
                             f"jsonl, or give the event its trigger")
 
 
-def tool_types(labels: Sequence[str], relation_types: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """The region labels and relation labels of a labeling interface for a model's (or file's) types:
-    an event model's relation labels are its roles (``as_linked_spans``), others' their relation types."""
+def tool_relation_types(labels: Sequence[str], relation_types: Sequence[str]) -> List[str]:
+    """The relation labels of a labeling interface for a model's (or file's) types: an event model's are
+    its roles (``as_linked_spans``), others' their relation types."""
     if list(relation_types) != [EVENT_LINK]:
-        return list(labels), list(relation_types)
-    return list(labels), sorted({role for roles in event_roles(labels).values() for role in roles})
+        return list(relation_types)
+    return sorted({role for roles in event_roles(labels).values() for role in roles})

@@ -276,7 +276,7 @@ def parse_doccano(obj, where: str) -> Record:
         if isinstance(item, dict) and "id" in item:
             _add_region(by_id, item["id"], found, text, where, "entities")
     linked = [Relation(head, relation.get("type"), tail) for relation in relations
-              for head, tail in _linked(relation, by_id, where, "type")]
+              for head, tail in _linked(relation, by_id, where)]
     return linked_events(Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(linked)))), where)
 
 
@@ -297,10 +297,10 @@ def _add_region(by_id: dict, region_id, found: List[Entity], text: str, where: s
 LABEL_STUDIO_DIRECTIONS = {"right": (False,), "left": (True,), "bi": (False, True)}  # reversed? per relation
 
 
-def _linked(relation, by_id: dict, where: str, kind: str, reverse: bool = False):
-    """The (head, tail) entity pairs of an annotation tool's relation {"from_id", "to_id", KIND}: its
-    two regions (by their ids in ``by_id``), each region's entities (one per label) paired (a relation
-    without its KIND is refused by ``check_relations``, or given its role by ``linked_events``)."""
+def _linked(relation, by_id: dict, where: str, reverse: bool = False):
+    """The (head, tail) entity pairs of an annotation tool's relation {"from_id", "to_id"}: its two
+    regions (by their ids in ``by_id``), each region's entities (one per label) paired (a relation
+    without its type is refused by ``check_relations``, or given its role by ``linked_events``)."""
     if not isinstance(relation, dict) or any(key not in relation for key in ("from_id", "to_id")):
         raise DataError(f"{where}: a relation needs \"from_id\" and \"to_id\", got {relation!r:.80}")
     ends = []
@@ -353,7 +353,7 @@ def parse_label_studio(obj, where: str) -> Record:
             for label in labels:  # one relation per label, in its direction ("bi": both)
                 for reverse in LABEL_STUDIO_DIRECTIONS[direction]:
                     relations += [Relation(head, label, tail) for head, tail in
-                                  _linked({**result, "label": label}, by_id, where, "label", reverse)]
+                                  _linked(result, by_id, where, reverse)]
     return linked_events(Record(text, sorted(set(entities)), where, relations=tuple(sorted(set(relations)))), where)
 
 

@@ -11,7 +11,7 @@ import logging
 from typing import List, Optional, Sequence
 from xml.sax.saxutils import quoteattr
 
-from ..data.event_formats import tool_types
+from ..data.event_formats import tool_relation_types
 from ..files import atomic_write_text
 
 log = logging.getLogger("globalpointer")
@@ -70,8 +70,8 @@ def annotated_task(payload: dict, model_version: str = "") -> dict:
 
 def labeling_config(labels: Sequence[str], relations: Sequence[str] = ()) -> str:
     """The Label Studio project's labeling interface for these tasks: every type the model knows (and a
-    relation model's relation types, as ``<Relations>``; an event model's roles, ``tool_types``)."""
-    labels, relations = tool_types(labels, relations)
+    relation model's relation types, as ``<Relations>``; an event model's roles, ``tool_relation_types``)."""
+    relations = tool_relation_types(labels, relations)
     lines: List[str] = ["<View>"]
     if relations:
         lines += ["  <Relations>"] + [f"    <Relation value={quoteattr(kind)}/>" for kind in relations] + ["  </Relations>"]
