@@ -399,3 +399,39 @@ def test_a_relation_models_thresholds_are_the_best_pair_found_by_decoding_each_e
     assert fitted["micro_f1"]["after"] > fitted["micro_f1"]["before"]
     assert score_logit(fitted["pair_min_score"]) == pytest.approx(best[1])
     assert len(calls) <= len(grid) * len(found)
+
+
+class _EventCandidates(_Candidates):
+    """An event model's extractor whose ``records`` are given, decoding events as the Extractor does."""
+
+    def __init__(self, found):
+        super().__init__(found)
+        self.relations, self.events, self.max_events = ["(same event)"], True, 0
+
+    def with_events(self, records):
+        from globalpointer.inference.extractor import Extractor
+        return Extractor.with_events(self, records)
+
+
+@pytest.mark.parametrize("kind", ["shared", "per_type"])
+def test_an_event_models_argument_scores_are_fitted_on_the_arguments_its_decoding_keeps(kind):
+    """Event decoding keeps the best of one label's overlapping arguments, so a wrong span inside a right
+    one of its label, scored below it, costs nothing at any minimum score: the fit keeps every right
+    argument. Fitted on the raw overlaps (the earlier fit), the minimum score rose above the wrong spans
+    and cut the right arguments scored below them."""
+    from globalpointer.data.event_formats import event_record
+    from globalpointer.evaluation import calibrate
+    from globalpointer.spans import EVENT_LINK, TRIGGER, Argument, Event, Record, Relation
+
+    rng = np.random.default_rng(0)
+    gold, found = [], []
+    for t in range(30):
+        text = f"text {t} " + "x" * 20
+        gold.append(event_record(text, [Event("E", Argument(0, 3, TRIGGER), (Argument(5, 12, "A"),))], "gold"))
+        right = float(rng.uniform(0.3, 0.95))
+        trigger, argument, inside = Entity(0, 3, "E:trigger", 0.97), Entity(5, 12, "E:A", right), Entity(5, 9, "E:A", right - 0.05)
+        found.append(Record(text, [trigger, inside, argument], relations=(
+            Relation(trigger, EVENT_LINK, argument, 0.9), Relation(trigger, EVENT_LINK, inside, 0.9))))
+    fitted = calibrate.fit_event_thresholds(_EventCandidates(found), gold, ["E:A", "E:trigger"], 0.0, kind)
+    assert fitted["events_f1"]["after"] == 1.0
+    assert fitted["per_type"]["E:A"]["f1_after"] == 1.0 and fitted["per_type"]["E:A"]["f1_before"] < 1.0
