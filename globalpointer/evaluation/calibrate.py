@@ -137,7 +137,7 @@ def fit_event_thresholds(extractor, records, labels: Sequence[str], default: flo
     low.threshold, low.pair_threshold, low.flat, low.score_map, low.events = floor, floor, False, None, False
     candidates = low.records([r.text for r in records])
     # one label's overlaps resolved before a threshold or after it keep the same (the best of each overlap
-    # above the threshold); fitted on the raw overlaps, the quickstart's arguments lost 1.07 points of F1
+    # above it); left unresolved, the ones decoding drops count as spurious and the fit chooses too high a score
     report, kept = fit_entity_thresholds(extractor, records, labels, default, kind,
                                          [flat_per_label(c.entities) for c in candidates])
 
