@@ -7,9 +7,9 @@ file and the predictions ``evaluate --output`` wrote beside its report (docs/res
     python bench/phee_argument_groups.py DATA/test.json runs/phee/test.predictions.jsonl
 """
 import argparse
-import json
 
 from globalpointer.data.readers import read_records
+from globalpointer.evaluation.events import argument_keys
 
 ATTRIBUTE_CUES = {"Speculated", "Negated", "Severity"}
 
@@ -18,27 +18,19 @@ def group_of(role: str) -> str:
     return "sub" if "." in role else "" if role in ATTRIBUTE_CUES else "main"
 
 
-def argument_keys(events, group: str) -> set:
-    """(event type, role, start, end) of the arguments of ``group``; ``events`` as predict writes them."""
-    return {(e["type"], a["role"], a["start"], a["end"]) for e in events for a in e["arguments"]
-            if group_of(a["role"]) == group}
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("gold", help="the labelled file (PHEE's test.json)")
     parser.add_argument("predictions", help="evaluate --output's .predictions.jsonl for it")
     args = parser.parse_args()
-    gold = [[{"type": e.type, "arguments": [a._asdict() for a in e.arguments]} for e in r.events]
-            for r in read_records(args.gold)]
-    with open(args.predictions, encoding="utf-8") as lines:
-        predicted = [json.loads(line).get("events", []) for line in lines]
+    gold, predicted = read_records(args.gold), read_records(args.predictions, "events")
     if len(gold) != len(predicted):
         raise SystemExit(f"{args.predictions}: {len(predicted)} lines for the {len(gold)} texts of {args.gold}")
     for group in ("main", "sub"):
         right = found = truth = 0
-        for gold_events, predicted_events in zip(gold, predicted):
-            g, p = argument_keys(gold_events, group), argument_keys(predicted_events, group)
+        for gold_record, predicted_record in zip(gold, predicted):
+            g, p = ({key for key in argument_keys(record) if group_of(key[1]) == group}
+                    for record in (gold_record, predicted_record))
             right, found, truth = right + len(g & p), found + len(p), truth + len(g)
         f1 = 200 * right / (found + truth) if found + truth else 0.0
         print(f"{group}-arguments strict F1 {f1:.2f} ({right} right, {found} predicted, {truth} gold)")
