@@ -6,8 +6,10 @@
 Each set is trained with a config that sets only its data (as a user's first config does), and any
 ``--set``: ``hand`` is ``data/hand-relations`` (24 sentences written for it), ``SET:N`` the first N
 texts of a public relation set's training file (``conll04``, ``scierc``, ``duie2-subset``) with the
-first ``--dev`` texts of its dev file that name only types those N texts teach.  Prints, per run, the best dev strict triple F1, the epoch it
-was reached at, the epochs run, and the dev triple F1 after each epoch.
+first ``--dev`` texts of its dev file that name only types those N teach.  Prints, per run, the best
+dev strict triple F1, then with the minimum scores ``train.calibrate`` fits on the dev file, the dev
+triples whose two entities the best checkpoint found (at the default scores), the evaluation the best
+was reached at, the evaluations run, and the dev triple F1 at each.
 """
 import argparse
 import csv
@@ -75,7 +77,11 @@ def train_run(run: str, train: str, dev: str, overrides) -> dict:
     summary = json.load(open(os.path.join(run, "summary.json"), encoding="utf-8"))
     with open(os.path.join(run, "metrics.csv"), encoding="utf-8") as metrics:
         curve = [round(100 * float(row["f1"]), 2) for row in csv.DictReader(metrics)]
-    return {"best": round(100 * summary["best_dev_f1"], 2), "best_eval": curve.index(max(curve)) + 1 if curve else 0,
+    relations = json.load(open(os.path.join(run, "dev_report.json"), encoding="utf-8"))["relations"]
+    return {"best": round(100 * summary["best_dev_f1"], 2),
+            "fitted": round(100 * summary["thresholds"]["dev_f1_after"], 2) if "thresholds" in summary else "",
+            "entities_found": f"{relations['entities_found']}/{relations['micro']['support']}",
+            "best_eval": curve.index(max(curve)) + 1 if curve else 0,
             "evals": len(curve), "steps": summary["steps"], "seconds": round(time.perf_counter() - started),
             "curve": " ".join(map(str, curve))}
 

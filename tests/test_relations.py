@@ -336,6 +336,23 @@ def test_strict_and_string_triples_and_the_error_kinds():
     assert judge_relations(gold.relations, ())["missed"] == 4
 
 
+def test_the_relation_report_counts_the_gold_triples_whose_two_entities_were_found():
+    from globalpointer.evaluation.relations import format_relation_report
+
+    text = "Alice works at Acme in Paris"
+    alice, acme, paris = Entity(0, 5, "PER"), Entity(15, 19, "ORG"), Entity(23, 28, "LOC")
+    gold = Record(text, [alice, acme, paris], relations=(Relation(alice, "works_for", acme),
+                                                         Relation(acme, "based_in", paris)))
+    # both of works_for's entities found, no pair; based_in's tail found with another type
+    found = Record(text, [alice, acme, Entity(23, 28, "PER")])
+    report = relation_report([gold], [found], ["works_for", "based_in"])
+    assert report["entities_found"] == 1 and report["micro"]["support"] == 2
+    assert ("gold triples with both entities found: 1 of 2 (50.00%), the recall the pair cells could reach"
+            in format_relation_report(report))
+    assert relation_report([gold], [gold])["entities_found"] == 2
+    assert "found: 0 of 0, the" in format_relation_report(relation_report([Record(text, [])], [Record(text, [])]))
+
+
 def test_entity_only_heads_are_built_as_before():
     from globalpointer.model.heads import GlobalPointer, build_head
 
@@ -640,7 +657,8 @@ def test_patience_counts_from_the_first_dev_f1_above_zero():
 
 
 @pytest.mark.parametrize("entity_f1, relations, said", [
-    (0.52, ["r"], "the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 52.00) "
+    (0.52, ["r"], "the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 52.00; "
+                  "gold triples with both entities found: 3 of 10 (30.00%), the recall the pair cells could reach) "
                   "but none of its triples"),
     (0.0, ["r"], "found none of the dev file's triples or entities. Likely causes: an encoder for another language"),
     (0.0, [], "found none of the dev file's entities. Likely causes: an encoder for another language")])
@@ -651,7 +669,8 @@ def test_the_zero_f1_warning_blames_the_encoder_only_when_the_entities_are_misse
     from globalpointer.config import load_config
     from globalpointer.training.loop import warn_nothing_learned
 
-    (tmp_path / "dev_report.json").write_text(json.dumps({"micro": {"f1": entity_f1}}), encoding="utf-8")
+    report = {"micro": {"f1": entity_f1}, "relations": {"micro": {"support": 10}, "entities_found": 3}}
+    (tmp_path / "dev_report.json").write_text(json.dumps(report), encoding="utf-8")
     state = SimpleNamespace(config=load_config(), run=SimpleNamespace(path=str(tmp_path)), relations=relations,
                             windows=[0] * 24, progress=SimpleNamespace(global_step=6))
     with caplog.at_level("WARNING"):

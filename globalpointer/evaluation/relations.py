@@ -70,15 +70,20 @@ def judge_relations(gold: Sequence[Relation], predicted: Sequence[Relation]) -> 
 
 def relation_report(gold: Sequence[Record], predicted: Sequence[Record], relation_types: Sequence[str] = ()) -> dict:
     """Strict triples: micro scores, macro F1 over relation types, a per-type table; the string-level
-    micro scores (``string_triples``); the error counts."""
+    micro scores (``string_triples``); the error counts; and ``entities_found``, the gold triples whose
+    two entities were both predicted (span and type): the most the pair cells could recall, which says
+    whether a weak model misses the entities or the pairs between found ones."""
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold texts but {len(predicted)} predicted")
     tp, n_pred, n_gold = Counter(), Counter(), Counter()
     strings = Counter()
     errors = Counter({kind: 0 for kind in RELATION_ERROR_KINDS})
+    entities_found = 0
     for truth, found in zip(gold, predicted):
         gold_keys = {r.key for r in truth.relations}
         found_keys = {r.key for r in found.relations}
+        found_entities = {e.key for e in found.entities}
+        entities_found += sum(head in found_entities and tail in found_entities for head, _, tail in gold_keys)
         for key in gold_keys:
             n_gold[key[1]] += 1
         for key in found_keys:
@@ -96,7 +101,7 @@ def relation_report(gold: Sequence[Record], predicted: Sequence[Record], relatio
             "per_type": per_type,
             "string": {**_prf(strings["correct"], strings["predicted"], strings["gold"]), "support": strings["gold"],
                        "predicted": strings["predicted"], "correct": strings["correct"]},
-            "errors": dict(errors)}
+            "errors": dict(errors), "entities_found": entities_found}
 
 
 def headline(report: dict) -> dict:
@@ -116,6 +121,13 @@ def format_reports(report: dict) -> str:
     return format_relation_report(report["relations"]) + "\n\nentities:\n" + text if "relations" in report else text
 
 
+def entities_found_line(report: dict) -> str:
+    """How many gold triples had both entities found (``relation_report``'s ``entities_found``)."""
+    found, support = report["entities_found"], report["micro"]["support"]
+    return (f"gold triples with both entities found: {found} of {support}"
+            f"{f' ({100 * found / support:.2f}%)' if support else ''}, the recall the pair cells could reach")
+
+
 def format_relation_report(report: dict) -> str:
     lines = [f"{'relation':<24}{'precision':>10}{'recall':>10}{'f1':>10}{'support':>9}{'predicted':>11}"]
     for name, row in list(report["per_type"].items()) + [("micro (strict)", report["micro"])]:
@@ -129,6 +141,7 @@ def format_relation_report(report: dict) -> str:
     lines.append(f"{'macro f1':<24}{'':>20}{report['macro_f1'] * 100:>10.2f}")
     lines.append("relation errors: " + ", ".join(f"{kind.replace('_', ' ')} {report['errors'][kind]}"
                                                 for kind in RELATION_ERROR_KINDS))
+    lines.append(entities_found_line(report))
     if report.get("calibration", {}).get("items"):
         lines.append(format_reliability(report["calibration"], "triples"))
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ..files import atomic_write_text
 from ..spans import Entity, Record
 from .metrics import ERROR_KINDS, Judgement, judge_text
+from .relations import entities_found_line
 
 log = logging.getLogger("globalpointer")
 
@@ -222,7 +223,8 @@ def _relation_table(relations: dict) -> str:
     errors = ", ".join(f"{kind.replace('_', ' ')} {count}" for kind, count in relations["errors"].items())
     return (f"<h2>Relations</h2><table><tr><th>relation</th><th>precision</th><th>recall</th><th>F1</th>"
             f"<th>gold</th><th>predicted</th></tr>{body}</table>"
-            f'<div class="meta">Wrong triples: {html.escape(errors)}. The texts below draw the entities.</div>')
+            f'<div class="meta">Wrong triples: {html.escape(errors)}; {html.escape(entities_found_line(relations))}. '
+            f"The texts below draw the entities.</div>")
 
 
 def _reliability_table(result: dict, what: str) -> str:

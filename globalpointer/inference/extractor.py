@@ -54,6 +54,7 @@ class Extractor:
         self.max_entities, self.max_pairs = max_entities, max_pairs * (len(self.labels) if self.events else 1)
         self.max_events = max_events
         self.score_map: Optional[ScoreMap] = None  # calibrated scores (score_map.py); None: the raw ones
+        self.says_cuts = True  # warn when the bounds leave cells out (a calibration's low thresholds expect it)
 
     @classmethod
     def for_run(cls, model: Callable, featurizer: Featurizer, trained_for, config,
@@ -119,7 +120,8 @@ class Extractor:
             yield len(batches) - done
         if was_training:
             self.model.train()
-        cut.say(self.max_entities, self.max_pairs, self.events)
+        if self.says_cuts:
+            cut.say(self.max_entities, self.max_pairs, self.events)
         records = [item.record(text, self.flat, margins) for text, item in zip(texts, found)]
         if self.score_map is not None:
             records = [self.score_map.record(record) for record in records]

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..evaluation.calibrate import fit_thresholds, write_thresholds
 from ..evaluation.evaluate import evaluate_records, labelled_records
 from ..evaluation.metrics import types_scores
-from ..evaluation.relations import format_reports, headline
+from ..evaluation.relations import entities_found_line, format_reports, headline
 from ..files import RunLock, read_json
 from ..inference.extractor import Extractor, PassesStopped
 from ..model.score_map import score_map_from_json
@@ -372,10 +372,11 @@ def warn_nothing_learned(state: Training) -> None:
     report = read_json(path) if os.path.exists(path) else None
     entity_f1 = report["micro"]["f1"] if report else 0.0
     if state.relations and entity_f1 > 0:
-        log.warning("the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 %.2f) "
-                    "but none of its triples. Likely causes: too little training for %d relation type(s) (%d training "
-                    "windows, %d steps: set train.epochs higher); or a dev file whose triples are of other types or "
-                    "entities than the training file's", 100 * entity_f1, len(state.relations), len(state.windows),
+        log.warning("the best dev strict triple F1 is 0.00: the model found the dev file's entities (entity F1 %.2f; "
+                    "%s) but none of its triples. Likely causes: too little training for %d relation type(s) (%d "
+                    "training windows, %d steps: set train.epochs higher); or a dev file whose triples are of other "
+                    "types or entities than the training file's", 100 * entity_f1,
+                    entities_found_line(report["relations"]), len(state.relations), len(state.windows),
                     state.progress.global_step)
         return
     what = "triples or entities" if state.relations else "entities"
