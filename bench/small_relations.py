@@ -78,8 +78,8 @@ def train_run(run: str, train: str, dev: str, overrides) -> dict:
     with open(os.path.join(run, "metrics.csv"), encoding="utf-8") as metrics:
         curve = [round(100 * float(row["f1"]), 2) for row in csv.DictReader(metrics)]
     relations = json.load(open(os.path.join(run, "dev_report.json"), encoding="utf-8"))["relations"]
-    return {"best": round(100 * summary["best_dev_f1"], 2),
-            "fitted": round(100 * summary["thresholds"]["dev_f1_after"], 2) if "thresholds" in summary else "",
+    fitted = json.load(open(os.path.join(run, "best", "thresholds.json"), encoding="utf-8"))  # train.calibrate's
+    return {"best": round(100 * summary["best_dev_f1"], 2), "fitted": round(100 * fitted["micro_f1"]["after"], 2),
             "entities_found": f"{relations['entities_found']}/{relations['micro']['support']}",
             "best_eval": curve.index(max(curve)) + 1 if curve else 0,
             "evals": len(curve), "steps": summary["steps"], "seconds": round(time.perf_counter() - started),
