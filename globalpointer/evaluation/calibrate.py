@@ -239,8 +239,8 @@ def fit_relation_thresholds(extractor, records, labels: Sequence[str], default: 
                 for entity in sorted(set(GRID) | {default})
                 for pair, f1 in zip(pair_grid, triples.f1_by_pair(entity_masks(entity), pair_grid))),
                key=lambda row: row[:2])[2:]
-    before, after = (relation_report(records, decoded(*pair_of))["micro"]["f1"] for pair_of in ((default, default), best))
     kept = decoded(*best)
+    before, after = (relation_report(records, found)["micro"]["f1"] for found in (decoded(default, default), kept))
     gold = [r.entities for r in records]
     score_map = fit_score_map(entity_items(gold, [r.entities for r in kept]), triple_items(records, kept))
     mapped = [score_map.record(found) for found in kept]
